@@ -1,0 +1,35 @@
+# The two commands a newcomer runs (see README): `make demo` and `make test`.
+# Both create .venv/ on first use; torch is pinned first so that nothing pulls CUDA wheels.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/agenttrain demo
+
+test: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks
+
+bench: setup
+	$(BIN)/python benchmarks/env_server.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,174 @@
+"""The contract every environment keeps, in-process or behind an HTTP server.
+
+Everything above `envs/` (rollout, eval, training) talks to an `Environment` and never
+knows whether the episode runs in this process or on an AgentGym-compatible server.
+The methods are async because many episodes are in flight at once; an in-process
+environment whose steps are cheap simply never awaits anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message of a conversation start (instructions, acknowledgement)."""
+
+    role: Role
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the agent sees after `reset`: the text, plus environment-specific details."""
+
+    text: str
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outcome of one action. `reward` is the step's reward as the environment defines it."""
+
+    observation: str
+    reward: float
+    done: bool
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+class EnvError(Exception):
+    """Base class of errors raised by environments and their clients."""
+
+
+class EnvironmentNotReset(EnvError):
+    """`step` was called before `reset`."""
+
+
+@dataclass(frozen=True)
+class WireProtocol:
+    """How AgentGym serves one environment over HTTP (reference: agentgym.md sections 0-1).
+
+    AgentGym has two id dialects and a different task field per environment; clients must
+    speak each exactly to drive unmodified AgentGym servers.
+    """
+
+    root_text: str
+    """Body of `GET /` (a JSON string), used to check a server's identity."""
+    id_field: Literal["id", "env_idx"] = "id"
+    task_field: str = "data_idx"
+    """Field of `POST /reset` that selects the task."""
+    create_body: Mapping[str, Any] | None = None
+    """JSON body AgentGym's client sends to `/create` (None: no body)."""
+    create_task_field: str | None = None
+    """Field of the `/create` body that preloads a task (SearchQA sends `{"id": task}`)."""
+    create_returns_observation: bool = False
+    """TextCraft's `/create` already resets to task `id` and returns its observation."""
+    reset_extra: Mapping[str, Any] = field(default_factory=dict)
+    """Constant extra fields of `/reset` (ALFWorld's `world_type`)."""
+    reset_returns: Literal["object", "pair", "text"] = "object"
+    """`object`: {"observation": ...}; `pair`: [observation, null]; `text`: a bare string."""
+    step_observation_field: str = "observation"
+    has_close: bool = True
+    first_observation: Literal["observation", "task_and_observation", "with_actions"] = (
+        "observation"
+    )
+    """How AgentGym's client forms the first observation from the reset answer."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Class-level metadata of an environment: what it is, how to talk to it, which tasks."""
+
+    name: str
+    display_name: str
+    description: str
+    conversation_start: tuple[Message, ...]
+    """The instructions and acknowledgement that open every episode (AgentGym's, bugs fixed)."""
+    agentgym_conversation_start: tuple[Message, ...]
+    """AgentGym's text verbatim, for reproducing published numbers exactly."""
+    default_max_turns: int
+    action_format: str
+    protocol: WireProtocol
+    split_loader: Callable[[], Mapping[str, Sequence[int]]]
+    num_tasks: int | None = None
+    requirements: str = ""
+    """What it takes to run the environment in-process (shown by `agenttrain envs`)."""
+
+    @cached_property
+    def _splits(self) -> Mapping[str, tuple[int, ...]]:
+        return {name: tuple(ids) for name, ids in self.split_loader().items()}
+
+    def splits(self) -> Mapping[str, tuple[int, ...]]:
+        """Named task-id splits (e.g. train/val/test); empty when none is published."""
+        return self._splits
+
+    def split(self, name: str) -> tuple[int, ...]:
+        splits = self.splits()
+        if name not in splits:
+            allowed = ", ".join(splits) or "none (pass task ids explicitly)"
+            raise KeyError(f"{self.name} has no split {name!r}; splits: {allowed}")
+        return splits[name]
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """One episode at a time: `reset` to a task, `step` with actions, `close` when done."""
+
+    spec: EnvSpec
+
+    async def reset(self, task_id: int) -> Observation: ...
+
+    async def step(self, action: str) -> StepResult: ...
+
+    async def close(self) -> None: ...
+
+
+class LocalEnvironment:
+    """Base for in-process environments written as plain synchronous code.
+
+    Subclasses implement `reset_sync`/`step_sync`. Cheap environments run inline on the
+    event loop; those that block (a JVM call, a simulator) set `blocking = True` and run in
+    a worker thread, serialised per instance.
+    """
+
+    spec: EnvSpec
+    blocking: bool = False
+
+    def __init__(self) -> None:
+        self._lock: asyncio.Lock | None = None
+
+    def reset_sync(self, task_id: int) -> Observation:
+        raise NotImplementedError
+
+    def step_sync(self, action: str) -> StepResult:
+        raise NotImplementedError
+
+    def close_sync(self) -> None:
+        """Release resources; the default has none."""
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if not self.blocking:
+            return fn(*args)
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await asyncio.to_thread(fn, *args)
+
+    async def reset(self, task_id: int) -> Observation:
+        return await self._call(self.reset_sync, task_id)
+
+    async def step(self, action: str) -> StepResult:
+        return await self._call(self.step_sync, action)
+
+    async def close(self) -> None:
+        await self._call(self.close_sync)

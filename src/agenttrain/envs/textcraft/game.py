@@ -1,0 +1,159 @@
+"""TextCraft's rules: `get`, `craft` and `inventory`, with AgentGym's exact observation strings.
+
+Reference: agentgym.md section 4. Error observations reproduce AgentGym's text, including
+its Python-repr of the failed target in "Could not find a valid recipe for ...", because
+agents trained on AgentGym have seen exactly these strings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agenttrain.envs.textcraft.recipes import (
+    Ingredient,
+    Recipe,
+    RecipeBook,
+    display_name,
+    item_id,
+)
+
+CRAFT = re.compile(r"craft (.*) using (.*)")
+GET = re.compile(r"get ([0-9]+) (.*)")
+INVENTORY = re.compile(r"inventory")
+COUNTED = re.compile(r"([0-9]+) (.*)")
+
+
+class ActionFailed(Exception):
+    """An invalid action; its message is the observation the agent receives."""
+
+
+@dataclass(frozen=True)
+class ItemRef:
+    """A typed name resolved to either a tag or an item id (exactly one is set)."""
+
+    tag: str | None = None
+    item_id: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.item_id or self.tag or ""
+
+    def describe(self, count: int) -> str:
+        # AgentGym prints the dataclass repr of the requested output; keep it byte-identical.
+        return (
+            f"ItemTagWithCount(item_tag=ItemTag(tag={self.tag!r}, item_id={self.item_id!r}), "
+            f"count={count!r})"
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    observation: str
+    reward: int = 0
+    done: bool = False
+
+
+class TextCraftGame:
+    """The state of one episode: the goal and the inventory."""
+
+    def __init__(self, book: RecipeBook, goal: str) -> None:
+        self.book = book
+        self.goal = goal
+        self.inventory: dict[str, int] = {}
+
+    def step(self, action: str) -> Outcome:
+        try:
+            if match := CRAFT.match(action):
+                return self._craft(match.group(1), match.group(2))
+            if match := GET.match(action):
+                return self._get(match.group(2), int(match.group(1)))
+            if INVENTORY.match(action):
+                return Outcome(self.describe_inventory())
+            raise ActionFailed(f"Could not execute {action}")
+        except ActionFailed as failure:
+            return Outcome(str(failure))
+
+    def describe_inventory(self) -> str:
+        if not self.inventory:
+            return "Inventory: You are not carrying anything."
+        return "Inventory: " + "".join(
+            f"[{display_name(item)}] ({count}) " for item, count in self.inventory.items()
+        )
+
+    def _ref(self, name: str) -> ItemRef:
+        ident = item_id(name)
+        return ItemRef(tag=ident) if ident in self.book.tags else ItemRef(item_id=ident)
+
+    def _get(self, name: str, amount: int) -> Outcome:
+        ref = self._ref(name)
+        if (
+            self.book.is_craftable(ref.name)
+            or ref.item_id is None
+            or ref.item_id not in self.book.items
+        ):
+            raise ActionFailed(f"Could not find {name}")
+        self._add(ref.item_id, amount)
+        won = ref.item_id == self.goal
+        return Outcome(f"Got {amount} {name}", reward=int(won), done=won)
+
+    def _craft(self, target: str, ingredients: str) -> Outcome:
+        if match := COUNTED.match(target):
+            output, requested = self._ref(match.group(2)), int(match.group(1))
+        else:
+            output, requested = self._ref(target), 1
+        given: list[tuple[ItemRef, int]] = []
+        for part in ingredients.split(","):
+            match = COUNTED.match(part.strip())
+            if not match:
+                raise ActionFailed(f"Wrong item format: {part.strip()}")
+            given.append((self._ref(match.group(2)), int(match.group(1))))
+        for ref, count in given:
+            if ref.item_id not in self.inventory or self.inventory[ref.item_id] < count:
+                raise ActionFailed(f"Could not find enough items to craft {output.item_id}")
+        recipe = self._matching_recipe(output.item_id, given)
+        if recipe is None:
+            raise ActionFailed(f"Could not find a valid recipe for {output.describe(requested)}")
+        for ref, count in given:
+            self._remove(ref.item_id, count)
+        self._add(recipe.output, recipe.output_count)
+        won = recipe.output == self.goal
+        return Outcome(f"Crafted {recipe.output_count} {recipe.output}", reward=int(won), done=won)
+
+    def _matching_recipe(
+        self, output: str | None, given: list[tuple[ItemRef, int]]
+    ) -> Recipe | None:
+        """The first recipe of `output` whose inputs the given ones match one-to-one.
+
+        A tag input is matched by an item of that tag; counts must be equal, and no
+        given input may be left over (AgentGym's rule).
+        """
+        for recipe in self.book.item_recipes.get(output or "", ()):
+            remaining = list(given)
+            for ingredient in recipe.inputs:
+                index = next(
+                    (i for i, (ref, _) in enumerate(remaining) if self._fits(ingredient, ref)),
+                    None,
+                )
+                if index is None or remaining[index][1] != ingredient.count:
+                    break
+                del remaining[index]
+            else:
+                if not remaining:
+                    return recipe
+        return None
+
+    def _fits(self, ingredient: Ingredient, ref: ItemRef) -> bool:
+        if not ingredient.is_tag:
+            return ref.item_id == ingredient.name
+        tag = ingredient.name
+        return ref.tag == tag or self.book.tag_of.get(ref.item_id or "") == tag
+
+    def _add(self, item: str, amount: int) -> None:
+        self.inventory[item] = self.inventory.get(item, 0) + amount
+
+    def _remove(self, item: str | None, amount: int) -> None:
+        assert item is not None  # checked by the inventory test before crafting
+        self.inventory[item] -= amount
+        if self.inventory[item] == 0:
+            del self.inventory[item]

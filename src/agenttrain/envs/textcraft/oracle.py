@@ -1,0 +1,143 @@
+"""An expert for TextCraft: plans from the crafting tree and emits only valid actions.
+
+It reads the goal from the first observation, so it plays through an HTTP server as well
+as in-process. It is the ground truth of the tests and the source of demonstrations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from agenttrain.envs.base import Environment
+from agenttrain.envs.textcraft.recipes import (
+    Ingredient,
+    Recipe,
+    RecipeBook,
+    default_book,
+    display_name,
+    item_id,
+)
+
+GOAL = re.compile(r"Goal: craft (.+)\.\s*$")
+
+
+@dataclass(frozen=True)
+class PlannedAction:
+    thought: str
+    action: str
+
+
+class UnsolvableGoal(ValueError):
+    """The goal cannot be crafted from gettable items with the known recipes."""
+
+
+def goal_from_observation(observation: str) -> str:
+    """The goal item id named on the observation's last line ("Goal: craft X.")."""
+    match = GOAL.search(observation)
+    if not match:
+        raise ValueError(f"no 'Goal: craft ...' line in observation: {observation[-200:]!r}")
+    return item_id(match.group(1))
+
+
+class _Planner:
+    """Depth-first production plan with an inventory simulation.
+
+    Units already set aside for a pending craft are reserved, so making a later input
+    (e.g. sticks from planks) never eats an earlier one (the planks the goal needs).
+    """
+
+    def __init__(self, book: RecipeBook) -> None:
+        self.book = book
+        self.inventory: Counter[str] = Counter()
+        self.reserved: Counter[str] = Counter()
+        self.actions: list[PlannedAction] = []
+
+    def ensure(self, item: str, amount: int, purpose: str) -> None:
+        free = self.inventory[item] - self.reserved[item]
+        if free < amount:
+            self.produce(item, amount - free, purpose)
+        self.reserved[item] += amount
+
+    def produce(self, item: str, amount: int, purpose: str) -> None:
+        name = display_name(item)
+        if not self.book.is_craftable(item):
+            if item not in self.book.items:
+                raise UnsolvableGoal(f"{name} can neither be crafted nor fetched")
+            self.actions.append(
+                PlannedAction(
+                    f"I need {amount} {name} for {purpose}; it is a basic item, so I get it.",
+                    f"get {amount} {name}",
+                )
+            )
+            self.inventory[item] += amount
+            return
+        recipe = self.easiest_recipe(item)
+        crafts = math.ceil(amount / recipe.output_count)
+        inputs = [(self.concrete(i, crafts), i.count) for i in recipe.inputs]
+        for concrete, count in inputs:
+            self.ensure(concrete, count * crafts, name)
+        command = f"craft {recipe.output_count} {name} using " + ", ".join(
+            f"{count} {display_name(concrete)}" for concrete, count in inputs
+        )
+        for n in range(crafts):
+            batch = f" (batch {n + 1} of {crafts})" if crafts > 1 else ""
+            self.actions.append(
+                PlannedAction(f"I have the ingredients for {name}{batch}, so I craft it.", command)
+            )
+        for concrete, count in inputs:
+            self.inventory[concrete] -= count * crafts
+            self.reserved[concrete] -= count * crafts
+        self.inventory[item] += recipe.output_count * crafts
+
+    def easiest_recipe(self, item: str) -> Recipe:
+        recipes = self.book.item_recipes[item]
+        return min(recipes, key=lambda r: max(self.book.depth(i.name) for i in r.inputs))
+
+    def concrete(self, ingredient: Ingredient, crafts: int) -> str:
+        """The item to use for an ingredient: itself, or the handiest member of its tag."""
+        if not ingredient.is_tag:
+            return ingredient.name
+        members = [m for m in self.book.members(ingredient.name) if m in self.book.item_recipes]
+        if not members:
+            raise UnsolvableGoal(f"no craftable item counts as {display_name(ingredient.name)}")
+        needed = ingredient.count * crafts
+        in_stock = [m for m in members if self.inventory[m] - self.reserved[m] >= needed]
+        return (in_stock or sorted(members, key=lambda m: (self.book.depth(m), m)))[0]
+
+
+def plan(goal: str, book: RecipeBook | None = None) -> list[PlannedAction]:
+    """Actions (with a short thought each) that craft `goal` (an item id) from nothing."""
+    planner = _Planner(book or default_book())
+    planner.produce(goal, 1, "the goal")
+    return planner.actions
+
+
+def plan_for_observation(observation: str, book: RecipeBook | None = None) -> list[PlannedAction]:
+    """The plan for the task whose first observation is `observation`."""
+    return plan(goal_from_observation(observation), book)
+
+
+@dataclass(frozen=True)
+class OracleEpisode:
+    task_id: int
+    reward: float
+    done: bool
+    turns: int
+    actions: tuple[str, ...]
+
+
+async def play_episode(env: Environment, task_id: int, max_turns: int = 100) -> OracleEpisode:
+    """Play one task with the oracle through any `Environment` (in-process or remote)."""
+    first = await env.reset(task_id)
+    actions: list[str] = []
+    reward, done = 0.0, False
+    for planned in plan_for_observation(first.text)[:max_turns]:
+        result = await env.step(planned.action)
+        actions.append(planned.action)
+        reward, done = result.reward, result.done
+        if done:
+            break
+    return OracleEpisode(task_id, reward, done, len(actions), tuple(actions))

@@ -1,0 +1,94 @@
+"""Play one episode by hand in the terminal, in-process or against a server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from agenttrain.envs import Environment, get_spec, make_env
+from agenttrain.serving.client import EnvServerPool
+
+QUIT_WORDS = (":q", ":quit", "quit", "exit")
+
+
+@contextlib.asynccontextmanager
+async def open_environment(
+    env_name: str, servers: Sequence[str] = (), token: str | None = None
+) -> AsyncIterator[Environment]:
+    """An in-process environment, or a session on the given servers; closed on exit."""
+    if not servers:
+        env = make_env(env_name)
+        try:
+            yield env
+        finally:
+            await env.close()
+        return
+    async with EnvServerPool(env_name, servers, token=token) as pool:
+        remote = pool.environment()
+        try:
+            yield remote
+        finally:
+            await remote.close()
+
+
+async def play(
+    env_name: str,
+    task_id: int,
+    *,
+    servers: Sequence[str] = (),
+    token: str | None = None,
+    max_turns: int | None = None,
+    console: Console | None = None,
+    read_action: Callable[[str], str] | None = None,
+) -> float:
+    """Let a person play `task_id`; returns the final reward."""
+    console = console or Console()
+    read = read_action or console.input
+    spec = get_spec(env_name)
+    limit = max_turns or spec.default_max_turns
+    async with open_environment(env_name, servers, token) as env:
+        first = await env.reset(task_id)
+        where = servers[0] if servers else "in-process"
+        console.print(
+            f"[bold]{spec.display_name}[/] task {task_id} ({where}); up to {limit} turns. "
+            f"Type an action, or {QUIT_WORDS[0]} to stop."
+        )
+        details = ", ".join(f"{k}: {v}" for k, v in first.info.items() if k != "task_id")
+        console.print(Panel(first.text, title="observation", subtitle=details or None))
+        reward, done, turn = 0.0, False, 0
+        while turn < limit and not done:
+            try:
+                action = (
+                    await asyncio.to_thread(read, f"[bold cyan]action {turn + 1}>[/] ")
+                ).strip()
+            except (EOFError, KeyboardInterrupt):
+                break
+            if action in QUIT_WORDS:
+                break
+            if not action:
+                continue
+            turn += 1
+            result = await env.step(action)
+            reward, done = result.reward, result.done
+            style = "green" if result.reward > 0 else "white"
+            console.print(f"[{style}]{result.observation}[/]")
+            inventory = result.info.get("inventory")
+            if isinstance(inventory, dict):
+                console.print(_inventory_table(inventory))
+        verdict = "[bold green]solved[/]" if done and reward > 0 else "[bold red]not solved[/]"
+        console.print(f"Episode over: {verdict}, reward {reward:g} after {turn} turns.")
+        return reward
+
+
+def _inventory_table(inventory: dict[str, int]) -> Table | str:
+    if not inventory:
+        return "[dim]inventory: empty[/]"
+    table = Table(title="inventory", show_header=False, box=None, padding=(0, 1))
+    for item, count in inventory.items():
+        table.add_row(str(count), item)
+    return table

@@ -1,0 +1,261 @@
+"""An HTTP server for any registered environment, speaking AgentGym's wire protocol exactly.
+
+Routes and field names follow the environment's `WireProtocol` (for TextCraft: `/`,
+`/create`, `/reset`, `/step`, `/observation`, `/detail`, `/close`, the `id` dialect), so
+unmodified AgentGym clients work against it. Like AgentGym, a failed request on a known
+route answers HTTP 200 `{"error": "..."}`; malformed bodies get FastAPI's 422. Beyond
+AgentGym: `/health`, a session cap (503 with Retry-After), idle sessions closed after a TTL,
+an optional bearer token, and ids that are never reused.
+"""
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any
+
+import orjson
+from fastapi import Body, Depends, FastAPI, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, create_model
+
+import agenttrain
+from agenttrain.envs.base import EnvSpec
+from agenttrain.envs.registry import registration
+from agenttrain.serving.sessions import Session, SessionCapReached, SessionStore, UnknownSession
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_SESSIONS = 1024
+DEFAULT_SESSION_TTL_S = 1800.0
+
+
+class JSON(Response):
+    """A JSON response rendered with orjson (the handlers build plain dicts and lists)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def wire_number(value: float) -> float | int:
+    """AgentGym's TextCraft sends rewards as ints (0/1); keep integral values integral."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _request_model(name: str, fields: dict[str, Any]) -> type[BaseModel]:
+    # Extra keys are ignored, as in AgentGym (its TextCraft client sends `minecraft_dir`).
+    return create_model(name, __config__=ConfigDict(extra="ignore"), **fields)
+
+
+def create_app(
+    env_name: str,
+    *,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_ttl_s: float = DEFAULT_SESSION_TTL_S,
+    token: str | None = None,
+    reap_interval_s: float | None = None,
+) -> FastAPI:
+    """The server app for one in-process environment."""
+    entry = registration(env_name)
+    if entry.factory is None:
+        raise ValueError(
+            f"{entry.spec.display_name} cannot be served from here: {entry.spec.requirements}"
+        )
+    spec = entry.spec
+    proto = spec.protocol
+    store = SessionStore(entry.factory, max_sessions=max_sessions, ttl_s=session_ttl_s)
+    interval = reap_interval_s if reap_interval_s is not None else min(30.0, session_ttl_s / 4)
+    started = time.time()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        reaper = asyncio.create_task(_expire_periodically(store, interval))
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await store.close_all()
+
+    app = FastAPI(
+        title=f"agenttrain {spec.display_name} server",
+        description=f"AgentGym-compatible server for {spec.display_name}. {spec.description}",
+        version=agenttrain.__version__,
+        lifespan=lifespan,
+    )
+    app.state.store = store
+    app.state.spec = spec
+    app.add_exception_handler(_Unauthorized, _unauthorized)
+
+    guard = [Depends(_bearer_guard(token))] if token else []
+    id_field = proto.id_field
+    ResetRequest = _request_model(
+        "ResetRequest", {id_field: (int, ...), proto.task_field: (int, 0)}
+    )
+    StepRequest = _request_model("StepRequest", {id_field: (int, ...), "action": (str, ...)})
+    CloseRequest = _request_model("CloseRequest", {id_field: (int, ...)})
+
+    @app.get("/", dependencies=guard)
+    async def root() -> Response:
+        return JSON(proto.root_text)
+
+    @app.get("/health")
+    async def health() -> Response:
+        return JSON(
+            {
+                "status": "ok",
+                "env": spec.name,
+                "root_text": proto.root_text,
+                "sessions": len(store),
+                "max_sessions": store.max_sessions,
+                "session_ttl_s": store.ttl_s,
+                "sessions_created": store.created_total,
+                "sessions_closed": store.closed_total,
+                "sessions_expired": store.expired_total,
+                "uptime_s": round(time.time() - started, 3),
+                "agenttrain": agenttrain.__version__,
+            }
+        )
+
+    @app.post("/create", dependencies=guard)
+    async def create(body: Annotated[dict[str, Any] | None, Body()] = None) -> Response:
+        # The body (TextCraft's `commands`/`goal`) is accepted and ignored, as AgentGym does.
+        try:
+            session = store.create()
+        except SessionCapReached as refusal:
+            return JSON({"error": str(refusal)}, status_code=503, headers={"Retry-After": "1"})
+        if not proto.create_returns_observation:
+            return JSON({id_field: session.id} if id_field == "id" else session.id)
+        # AgentGym's TextCraft resets a new env to task == its id and returns that state.
+        try:
+            return await _reset(session, session.id)
+        except Exception as crash:  # do not keep a half-made session
+            await store.close(session.id)
+            return _crash_response(session, crash)
+
+    @app.post("/reset", dependencies=guard)
+    async def reset(body: ResetRequest) -> Response:  # type: ignore[valid-type]
+        task_id = getattr(body, proto.task_field)
+        return await _with_session(getattr(body, id_field), lambda s: _reset(s, task_id))
+
+    @app.post("/step", dependencies=guard)
+    async def step(body: StepRequest) -> Response:  # type: ignore[valid-type]
+        return await _with_session(getattr(body, id_field), lambda s: _step(s, body.action))
+
+    @app.get("/observation", dependencies=guard)
+    async def observation(session_id: Annotated[int, Query(alias=id_field)]) -> Response:
+        return await _with_session(session_id, lambda s: _const(JSON(s.observation)))
+
+    @app.get("/detail", dependencies=guard)
+    async def detail(session_id: Annotated[int, Query(alias=id_field)]) -> Response:
+        return await _with_session(session_id, lambda s: _const(JSON(_detail(s))))
+
+    @app.post("/close", dependencies=guard)
+    async def close(body: CloseRequest) -> Response:  # type: ignore[valid-type]
+        session_id = getattr(body, id_field)
+        if not store.was_issued(session_id):
+            return JSON({"error": f"The id {session_id} is not valid."})
+        return JSON(await store.close(session_id))
+
+    async def _with_session(
+        session_id: int, action: Callable[[Session], Awaitable[Response]]
+    ) -> Response:
+        try:
+            session = store.get(session_id)
+        except UnknownSession as unknown:
+            return JSON({"error": str(unknown)})
+        return await _guarded(session, lambda: action(session))
+
+    async def _reset(session: Session, task_id: int) -> Response:
+        first = await session.env.reset(task_id)
+        session.observation, session.reward, session.done = first.text, 0.0, False
+        return JSON(_reset_payload(spec, session))
+
+    async def _step(session: Session, action: str) -> Response:
+        result = await session.env.step(action)
+        session.observation, session.reward, session.done = (
+            result.observation,
+            result.reward,
+            result.done,
+        )
+        payload: dict[str, Any] = {
+            proto.step_observation_field: result.observation,
+            "reward": wire_number(result.reward),
+            "done": result.done,
+        }
+        if id_field == "env_idx":
+            payload["info"] = None
+        return JSON(payload)
+
+    return app
+
+
+async def _const(response: Response) -> Response:
+    return response
+
+
+async def _guarded(session: Session, action: Callable[[], Awaitable[Response]]) -> Response:
+    """Run one request on a session, one at a time; an environment crash becomes {"error"}."""
+    async with session.lock:
+        try:
+            return await action()
+        except Exception as crash:  # AgentGym's contract: errors are data, never a 500
+            return _crash_response(session, crash)
+
+
+def _crash_response(session: Session, crash: Exception) -> Response:
+    log.error("session %d: environment error", session.id, exc_info=crash)
+    return JSON({"error": f"{type(crash).__name__}: {crash}"})
+
+
+def _reset_payload(spec: EnvSpec, session: Session) -> Any:
+    proto = spec.protocol
+    if proto.reset_returns == "pair":
+        return [session.observation, None]
+    if proto.reset_returns == "text":
+        return session.observation
+    return {"id": session.id, "observation": session.observation, "done": False, "reward": 0}
+
+
+def _detail(session: Session) -> dict[str, Any]:
+    return {
+        "observation": session.observation,
+        "done": session.done,
+        "reward": wire_number(session.reward),
+        "deleted": False,
+    }
+
+
+def _bearer_guard(token: str) -> Callable[[Request], Awaitable[None]]:
+    expected = f"Bearer {token}".encode()
+
+    async def check(request: Request) -> None:
+        given = request.headers.get("authorization", "").encode()
+        if not secrets.compare_digest(given, expected):
+            raise _Unauthorized()
+
+    return check
+
+
+class _Unauthorized(Exception):
+    pass
+
+
+async def _expire_periodically(store: SessionStore, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await store.expire_idle()
+        except Exception:
+            log.exception("expiring idle sessions failed")
+
+
+async def _unauthorized(_: Request, __: Exception) -> Response:
+    return JSON(
+        {"error": "missing or wrong bearer token (send 'Authorization: Bearer <token>')"},
+        status_code=401,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
