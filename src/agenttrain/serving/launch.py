@@ -16,9 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from agenttrain.serving.runner import READY_PREFIX
+from agenttrain.serving.runner import READY_PREFIX, http_get
 
 
 class ServerStartError(RuntimeError):
@@ -91,8 +89,8 @@ def start_server(
         raise ServerStartError(f"`{' '.join(command)}` did not start: {(line + tail).strip()}")
     handle = ServerProcess(env, line[len(READY_PREFIX) :].strip(), process, log_path)
     while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{handle.url}/health", timeout=1.0).status_code == 200:
+        with contextlib.suppress(OSError):
+            if http_get(f"{handle.url}/health")[0] == 200:
                 return handle
         if process.poll() is not None:
             raise ServerStartError(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import errno
 import socket
 import sys
+import urllib.error
+import urllib.request
 
-import httpx
 import uvicorn
 
 from agenttrain.serving.server import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S, create_app
@@ -19,13 +20,22 @@ class PortInUse(OSError):
     pass
 
 
+def http_get(url: str, timeout_s: float = 1.0) -> tuple[int, str]:
+    """A plain blocking GET for probes: (status, body text); raises OSError if nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as answer:
+        return answer.code, answer.read().decode(errors="replace")
+
+
 def describe_listener(host: str, port: int) -> str:
     """What answers GET / on a taken port, to tell the user which server holds it."""
     try:
-        answer = httpx.get(f"http://{_url_host(host)}:{port}/", timeout=1.0)
-    except httpx.HTTPError as failure:
+        status, body = http_get(f"http://{_url_host(host)}:{port}/")
+    except OSError as failure:
         return f"it does not answer HTTP ({type(failure).__name__})"
-    return f"it answers GET / with HTTP {answer.status_code} {answer.text[:120]!r}"
+    return f"it answers GET / with HTTP {status} {body[:120]!r}"
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -83,5 +93,7 @@ def serve(
         access_log=access_log,
         timeout_keep_alive=75,
         backlog=4096,
+        proxy_headers=False,  # loopback/LAN service; no proxy to trust by default
+        date_header=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
