@@ -1,0 +1,67 @@
+"""Helpers shared by tests: a uvicorn server in a thread, /health, a tiny environment."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import uvicorn
+
+from agenttrain.envs import EnvSpec, LocalEnvironment, Observation, StepResult, WireProtocol
+from agenttrain.serving.runner import bind
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: object) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on a free loopback port in a background thread."""
+    sock = bind("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def health(url: str) -> dict:
+    with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+        return json.loads(response.read())
+
+
+class CounterEnv(LocalEnvironment):
+    """A tiny environment for serving tests: count up to the task id; "crash" raises."""
+
+    spec = EnvSpec(
+        name="counter-test",
+        display_name="Counter",
+        description="test environment",
+        conversation_start=(),
+        agentgym_conversation_start=(),
+        default_max_turns=5,
+        action_format="raw",
+        protocol=WireProtocol(root_text="This is environment Counter."),
+        split_loader=lambda: {"test": [1, 2]},
+    )
+
+    def reset_sync(self, task_id: int) -> Observation:
+        self.target, self.count = task_id, 0
+        return Observation(f"count to {task_id}")
+
+    def step_sync(self, action: str) -> StepResult:
+        if action == "crash":
+            raise RuntimeError("boom")
+        self.count += 1
+        done = self.count >= self.target
+        return StepResult(str(self.count), 0.5 if done else 0.0, done)

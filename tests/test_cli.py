@@ -1,0 +1,82 @@
+"""The `agenttrain` command: envs, play and serve errors, as a user runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from agenttrain.cli import app
+
+runner = CliRunner()
+AGENTTRAIN = [sys.executable, "-m", "agenttrain"]
+
+
+def test_envs_lists_environments_their_availability_and_splits():
+    result = runner.invoke(app, ["envs"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    line = next(row for row in result.output.splitlines() if "textcraft" in row)
+    assert "in-process" in line and "train 400" in line and "test 100" in line
+    assert "webshop" in result.output and "AgentGym server" in result.output
+
+
+def test_play_solves_a_task_from_typed_actions():
+    result = runner.invoke(
+        app,
+        ["play", "textcraft", "--task", "12"],
+        input="get 3 wheat\ncraft 1 bread using 3 wheat\n",
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "Goal: craft bread." in result.output
+    assert "Crafted 1 minecraft:bread" in result.output
+    assert "solved, reward 1 after 2 turns" in result.output
+
+
+def test_play_stops_at_the_turn_limit_and_reports_it():
+    result = runner.invoke(
+        app,
+        ["play", "textcraft", "--task", "12", "--max-turns", "2"],
+        input="look\ninventory\nget 3 wheat\n",
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "Could not execute look" in result.output
+    assert "not solved, reward 0 after 2 turns" in result.output
+
+
+def test_play_against_a_server(textcraft_url):
+    result = subprocess.run(
+        [*AGENTTRAIN, "play", "textcraft", "--task", "12", "--server", textcraft_url],
+        input="get 3 wheat\ncraft 1 bread using 3 wheat\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "200", "PATH": ""},
+    )
+    assert result.returncode == 0, result.stderr
+    assert textcraft_url in result.stdout
+    assert "solved, reward 1 after 2 turns" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "textkraft"], "unknown environment 'textkraft' (did you mean 'textcraft'?)"),
+        (["serve", "webshop"], "cannot be served from here"),
+        (["play", "babyai"], "--server URL"),
+    ],
+)
+def test_bad_environment_choices_are_clear_errors(args, message):
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("command", ["envs", "serve", "play", "demo"])
+def test_every_command_documents_an_example(command):
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "Example: agenttrain" in result.output

@@ -1,0 +1,53 @@
+"""The oracle is the ground truth: it must solve every goal with valid actions only."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agenttrain.envs import make_env
+from agenttrain.envs.textcraft.game import TextCraftGame
+from agenttrain.envs.textcraft.oracle import goal_from_observation, plan, play_episode
+from agenttrain.envs.textcraft.recipes import default_book
+from agenttrain.envs.textcraft.tasks import num_tasks, task
+
+
+def test_oracle_crafts_every_goal_with_valid_actions_only():
+    book = default_book()
+    for task_id in range(num_tasks()):
+        goal = task(task_id).goal
+        game = TextCraftGame(book, goal)
+        actions = plan(goal)
+        outcomes = [game.step(a.action) for a in actions]
+        invalid = [
+            (a.action, o.observation)
+            for a, o in zip(actions, outcomes, strict=True)
+            if not o.observation.startswith(("Got ", "Crafted "))
+        ]
+        assert not invalid, f"task {task_id} ({goal}): {invalid}"
+        assert outcomes[-1].done and outcomes[-1].reward == 1, f"task {task_id} not solved"
+        assert not any(o.done for o in outcomes[:-1])
+
+
+def test_oracle_reserves_ingredients_it_still_needs():
+    # A wooden pickaxe needs 3 planks and 2 sticks, and sticks are made from planks: making
+    # the sticks must not eat the planks already set aside for the pickaxe.
+    actions = [a.action for a in plan("minecraft:wooden_pickaxe")]
+    game = TextCraftGame(default_book(), "minecraft:wooden_pickaxe")
+    assert [game.step(a) for a in actions][-1].reward == 1
+
+
+def test_every_planned_action_carries_a_thought():
+    assert all(p.thought.strip() for p in plan("minecraft:purple_banner"))
+
+
+def test_oracle_plays_through_the_environment_protocol():
+    episode = asyncio.run(play_episode(make_env("textcraft"), 543))
+    assert episode.done and episode.reward == 1
+    assert episode.turns == len(episode.actions) == len(plan("minecraft:purple_banner"))
+
+
+def test_goal_parser_rejects_observations_without_a_goal():
+    with pytest.raises(ValueError, match="Goal: craft"):
+        goal_from_observation("Crafting commands:\ncraft 1 x using 1 y")
