@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 import time
@@ -65,3 +66,16 @@ class CounterEnv(LocalEnvironment):
         self.count += 1
         done = self.count >= self.target
         return StepResult(str(self.count), 0.5 if done else 0.0, done)
+
+
+class SlowCounterEnv(CounterEnv):
+    """A blocking environment whose step reads, sleeps, then writes: unsafe if run twice at once."""
+
+    spec = dataclasses.replace(CounterEnv.spec, name="slow-counter-test")
+    blocking = True
+
+    def step_sync(self, action: str) -> StepResult:
+        seen = self.count
+        time.sleep(0.02)
+        self.count = seen + 1
+        return StepResult(str(self.count), 0.0, False)

@@ -6,6 +6,7 @@ them, against a real `agenttrain serve textcraft` process.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -15,8 +16,9 @@ import pytest
 import requests
 
 from agenttrain.envs.registry import register
+from agenttrain.serving.client import EnvServerPool
 from agenttrain.serving.server import create_app
-from support import CounterEnv, health, serve_in_thread
+from support import CounterEnv, SlowCounterEnv, health, serve_in_thread
 
 
 class AgentGymStyleClient:
@@ -240,3 +242,16 @@ def test_any_registered_environment_can_be_served_and_crashes_are_errors_not_500
         assert step == {"observation": "1", "reward": 0, "done": False}
         step = requests.post(f"{url}/step", json={"id": 0, "action": "+1"}, timeout=5).json()
         assert step == {"observation": "2", "reward": 0.5, "done": True}
+
+
+async def test_requests_to_one_session_run_one_at_a_time_even_in_worker_threads():
+    register(SlowCounterEnv.spec, SlowCounterEnv)
+    with serve_in_thread(create_app("slow-counter-test")) as url:
+        async with EnvServerPool("slow-counter-test", url) as pool:
+            first, second = pool.environment(), pool.environment()
+            await asyncio.gather(first.reset(100), second.reset(100))
+            results = await asyncio.gather(
+                *(env.step("+1") for env in (first, second) for _ in range(5))
+            )
+    counts = sorted(int(r.observation) for r in results)
+    assert counts == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]  # no lost update within a session
