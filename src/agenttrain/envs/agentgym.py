@@ -9,6 +9,7 @@ task ranges, turn limits) from reference/agentgym.md sections 0-3.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from agenttrain.envs.base import EnvSpec, WireProtocol
 from agenttrain.envs.prompts import agentgym_conversation_start, conversation_start
@@ -102,14 +103,7 @@ SQLGYM = _remote(
     "sqlgym",
     "SQLGym",
     "Text-to-SQL on the BIRD benchmark, answered in one SQL statement.",
-    WireProtocol(
-        root_text="ok",
-        id_field="env_idx",
-        task_field="item_id",
-        reset_returns="pair",
-        step_observation_field="state",
-        has_close=False,
-    ),
+    replace(WEBSHOP.protocol, task_field="item_id"),  # same dialect as WebShop
     max_turns=1,
     requirements="needs the BIRD databases (downloaded by AgentGym's setup.sh); run its server",
     splits=_ranges(train=range(0, 9428), test=range(9428, 10962)),

@@ -188,21 +188,9 @@ class EnvServerPool:
     def _release(self, url: str) -> None:
         self.live_sessions[url] = max(0, self.live_sessions[url] - 1)
 
-    async def _send(
-        self,
-        method: str,
-        url: str,
-        route: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, Any] | None = None,
-        idempotent: bool,
-    ) -> Any:
+    async def _send(self, method: str, url: str, route: str, **request: Any) -> Any:
         """One request with retries; returns the decoded JSON answer or raises a typed error."""
-        response = await self._exchange(
-            method, url, route, json=json, params=params, idempotent=idempotent
-        )
-        return self._decode(url, route, response)
+        return self._decode(url, route, await self._exchange(method, url, route, **request))
 
     async def _exchange(
         self,
