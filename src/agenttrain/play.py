@@ -60,6 +60,12 @@ async def play(
         )
         details = ", ".join(f"{k}: {v}" for k, v in first.info.items() if k != "task_id")
         console.print(Panel(first.text, title="observation", subtitle=details or None))
+        if servers:
+            # The wire format carries no inventory (it is AgentGym's, exactly); ask the env.
+            console.print(
+                "[dim]Over a server the inventory is not shown after each step; "
+                "the environment's own actions (e.g. `inventory`) work.[/]"
+            )
         reward, done, turn = 0.0, False, 0
         while turn < limit and not done:
             try:
