@@ -30,3 +30,39 @@ def start_textcraft() -> Iterator[Callable[..., ServerProcess]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """The embedded SmolLM2 as a Hugging Face folder (converted from GGUF on first use)."""
+    from agenttrain.policy.models import embedded_model_dir
+
+    return embedded_model_dir()
+
+
+@pytest.fixture(scope="session")
+def tokenizer(smollm2_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tokenizer):
+    """A randomly initialised 2-layer Llama over SmolLM2's vocabulary (fast unit tests)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=True,
+        max_position_embeddings=4096,
+        initializer_range=0.2,
+    )
+    return LlamaForCausalLM(config).eval()

@@ -103,6 +103,8 @@ class EnvSpec:
     num_tasks: int | None = None
     requirements: str = ""
     """What it takes to run the environment in-process (shown by `agenttrain envs`)."""
+    success_reward: float = 1.0
+    """An episode that ends done with at least this reward is a success."""
 
     @cached_property
     def _splits(self) -> Mapping[str, tuple[int, ...]]:

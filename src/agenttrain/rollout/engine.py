@@ -1,0 +1,310 @@
+"""The rollout engine: many multi-turn episodes in flight, one batched generation at a time.
+
+Each episode is a coroutine: reset, then model turn / environment turn until done or a
+limit. Environment calls run concurrently, each under a timeout. Whenever episodes need a
+model turn they queue a request; a single batcher hands all queued requests to the policy
+in one call (in a worker thread, so environment traffic goes on meanwhile), waiting a few
+milliseconds for episodes whose environment answer is about to arrive.
+
+Episodes are token-in-token-out: sampled tokens are appended exactly as sampled; each
+environment answer is appended as the chat template's delta for one user message. An
+environment failure ends the episode as `env_error` with no reward (never a silent 0); a
+policy failure aborts the run (it is not the environment's fault).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agenttrain.agent.conversation import conversation_start
+from agenttrain.agent.formats import ActionFormat, get_format
+from agenttrain.envs.base import Environment, EnvSpec
+from agenttrain.policy.base import (
+    ChatMessage,
+    Generation,
+    GenerationRequest,
+    SamplingParams,
+    TextPolicy,
+    TokenPolicy,
+)
+from agenttrain.rollout.trajectory import FinishReason, Trajectory, Turn
+
+
+class RolloutConfig(BaseModel):
+    """Limits and behaviour of episodes (shared by `eval`, `train` and `demos`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_turns: int | None = Field(None, ge=1, description="default: the environment's")
+    max_new_tokens: int = Field(256, ge=1, description="per model turn")
+    max_context: int = Field(4096, ge=64, description="prompt + response tokens per episode")
+    action_format: Literal["react", "adapt", "json", "raw"] = "react"
+    prompt_style: Literal["agenttrain", "agentgym"] = "agenttrain"
+    system_prompt: str | None = None
+    env_timeout_s: float = Field(60.0, gt=0, description="per environment call")
+    max_format_errors: int = Field(3, ge=1, description="consecutive, before giving up")
+    reward: Literal["last", "sum"] = "last"
+    max_in_flight: int = Field(32, ge=1, description="episodes played at once")
+    batch_wait_s: float = Field(0.02, ge=0, description="wait for stragglers before generating")
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    task_id: int
+    group_id: str
+    sample: int = 0
+    seed: int = 0
+
+
+def derive_seed(*parts: Any) -> int:
+    """A stable 63-bit seed from any parts (independent of PYTHONHASHSEED)."""
+    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+class RolloutEngine:
+    def __init__(
+        self,
+        policy: TokenPolicy | TextPolicy,
+        spec: EnvSpec,
+        env_factory: Callable[[], Environment],
+        config: RolloutConfig,
+        sampling: SamplingParams,
+        on_episode: Callable[[Trajectory], None] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.spec = spec
+        self.env_factory = env_factory
+        self.config = config
+        self.sampling = sampling
+        self.on_episode = on_episode
+        self.format: ActionFormat = get_format(config.action_format, spec.name)
+        self.max_turns = config.max_turns or spec.default_max_turns
+        self.tokens = isinstance(policy, TokenPolicy)
+        self.template = getattr(policy, "template", None) if self.tokens else None
+        self.start = conversation_start(spec, self.format, config.prompt_style)
+        self.stats = {"generate_s": 0.0, "generate_calls": 0, "env_s": 0.0, "generated_tokens": 0}
+        self._queue: list[tuple[GenerationRequest, asyncio.Future[Generation]]] = []
+        self._wakeup: asyncio.Event | None = None
+        self._live = 0
+
+    async def run(self, requests: Sequence[EpisodeRequest]) -> list[Trajectory]:
+        """Play every requested episode; results in request order."""
+        self._wakeup = asyncio.Event()
+        slots = asyncio.Semaphore(self.config.max_in_flight)
+        batcher = asyncio.create_task(self._batcher()) if self.tokens else None
+
+        async def play(request: EpisodeRequest) -> Trajectory:
+            async with slots:
+                self._live += 1
+                try:
+                    trajectory = await self._episode(request)
+                finally:
+                    self._live -= 1
+                    self._wakeup.set()
+            if self.on_episode is not None:
+                self.on_episode(trajectory)
+            return trajectory
+
+        try:
+            return list(await asyncio.gather(*(play(r) for r in requests)))
+        finally:
+            if batcher is not None:
+                batcher.cancel()
+
+    # -- one episode -------------------------------------------------------------------
+
+    async def _episode(self, request: EpisodeRequest) -> Trajectory:
+        trajectory = Trajectory(
+            episode_id=uuid.uuid4().hex[:12],
+            env=self.spec.name,
+            task_id=request.task_id,
+            group_id=request.group_id,
+            sample=request.sample,
+            seed=request.seed,
+            model=self.policy.name,
+            messages=[dict(m) for m in self.start],
+        )
+        started = time.perf_counter()
+        env = self.env_factory()
+        try:
+            await self._play(env, request, trajectory)
+        finally:
+            await self._close(env)
+            if self.tokens:
+                self.policy.release(trajectory.episode_id)  # type: ignore[union-attr]
+            trajectory.timing["episode_s"] = round(time.perf_counter() - started, 3)
+        return trajectory
+
+    async def _play(
+        self, env: Environment, request: EpisodeRequest, trajectory: Trajectory
+    ) -> None:
+        first = await self._env_call(env.reset(request.task_id), trajectory)
+        if first is None:
+            return
+        trajectory.task_info = dict(first.info)
+        trajectory.messages.append({"role": "user", "content": first.text})
+        if self.template is not None:
+            trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages)
+        consecutive_errors, last_reward, total_reward = 0, 0.0, 0.0
+        while True:
+            if trajectory.num_turns >= self.max_turns:
+                return self._finish(trajectory, "max_turns", last_reward, total_reward)
+            reply, new_tokens = await self._model_turn(trajectory)
+            if reply is None:
+                return self._finish(trajectory, "context_limit", last_reward, total_reward)
+            trajectory.messages.append({"role": "assistant", "content": reply})
+            parsed = self.format.parse(reply)
+            if parsed.action is None:
+                turn = Turn(
+                    reply, None, parsed.feedback or "", 0.0, False, parsed.format_error, new_tokens
+                )
+                consecutive_errors = consecutive_errors + 1 if parsed.format_error else 0
+            else:
+                result = await self._env_call(env.step(parsed.action), trajectory)
+                if result is None:
+                    return
+                turn = Turn(
+                    reply,
+                    parsed.action,
+                    result.observation,
+                    result.reward,
+                    result.done,
+                    False,
+                    new_tokens,
+                )
+                consecutive_errors = 0
+                last_reward, total_reward = result.reward, total_reward + result.reward
+            trajectory.turns.append(turn)
+            if turn.done:
+                return self._finish(trajectory, "done", last_reward, total_reward)
+            if consecutive_errors >= self.config.max_format_errors:
+                return self._finish(trajectory, "format_error", last_reward, total_reward)
+            if self.template is not None:
+                delta = self.template.user_turn_ids(turn.observation)
+                if self._room(trajectory) - len(delta) < 2:  # no room for another model turn
+                    return self._finish(trajectory, "context_limit", last_reward, total_reward)
+                self._append(trajectory, delta, None)
+            trajectory.messages.append({"role": "user", "content": turn.observation})
+
+    async def _model_turn(self, trajectory: Trajectory) -> tuple[str | None, int]:
+        """The model's reply (None when the context is full) and its new token count."""
+        if not self.tokens:
+            conversation = [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
+            started = time.perf_counter()
+            [answer] = await self.policy.chat([conversation], self.sampling)  # type: ignore[union-attr]
+            self.stats["generate_s"] += time.perf_counter() - started
+            return answer.text, 0
+        budget = self._room(trajectory)
+        if budget < 2:
+            return None, 0
+        request = GenerationRequest(
+            prompt_ids=trajectory.prompt_ids + trajectory.response_ids,
+            key=trajectory.episode_id,
+            max_new_tokens=min(
+                self.sampling.max_new_tokens, self.config.max_new_tokens, budget - 1
+            ),
+            seed=derive_seed(
+                trajectory.seed, trajectory.task_id, trajectory.sample, trajectory.num_turns
+            ),
+        )
+        generation = await self._generate(request)
+        self._append(trajectory, generation.token_ids, generation.logprobs)
+        if generation.finish_reason == "length":
+            # Close the cut-off turn as the template would; the model did not write this.
+            self._append(trajectory, self.template.close_turn_ids(), None)  # type: ignore[union-attr]
+        self.stats["generated_tokens"] += len(generation.token_ids)
+        tokenizer = self.policy.tokenizer  # type: ignore[union-attr]
+        return tokenizer.decode(generation.token_ids, skip_special_tokens=True), len(
+            generation.token_ids
+        )
+
+    def _room(self, trajectory: Trajectory) -> int:
+        """Tokens left before the context limit."""
+        limit = min(self.config.max_context, self.policy.max_context)  # type: ignore[union-attr]
+        return limit - len(trajectory.prompt_ids) - len(trajectory.response_ids)
+
+    @staticmethod
+    def _append(
+        trajectory: Trajectory, ids: Sequence[int], logprobs: Sequence[float] | None
+    ) -> None:
+        trajectory.response_ids += ids
+        trajectory.response_mask += [0 if logprobs is None else 1] * len(ids)
+        trajectory.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
+
+    def _finish(
+        self, trajectory: Trajectory, reason: FinishReason, last: float, total: float
+    ) -> None:
+        trajectory.finish_reason = reason
+        trajectory.reward = total if self.config.reward == "sum" else last
+        trajectory.success = reason == "done" and trajectory.reward >= self.spec.success_reward
+
+    async def _env_call(self, call: Any, trajectory: Trajectory) -> Any:
+        """Await an environment call under the timeout; a failure ends the episode."""
+        started = time.perf_counter()
+        try:
+            return await asyncio.wait_for(call, self.config.env_timeout_s)
+        except Exception as failure:  # any environment failure is classified, never scored
+            kind = (
+                "timeout" if isinstance(failure, asyncio.TimeoutError) else type(failure).__name__
+            )
+            trajectory.finish_reason = "env_error"
+            trajectory.reward = None
+            trajectory.success = False
+            trajectory.error = f"{kind}: {failure}" if str(failure) else kind
+            return None
+        finally:
+            self.stats["env_s"] += time.perf_counter() - started
+
+    @staticmethod
+    async def _close(env: Environment) -> None:
+        # Closing must not turn a finished episode into a failure.
+        with contextlib.suppress(Exception):
+            await env.close()
+
+    # -- batched generation -------------------------------------------------------------
+
+    async def _generate(self, request: GenerationRequest) -> Generation:
+        future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        self._queue.append((request, future))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return await future
+
+    async def _batcher(self) -> None:
+        assert self._wakeup is not None
+        policy: TokenPolicy = self.policy  # type: ignore[assignment]
+        limit = self.config.max_in_flight
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            if not self._queue:
+                continue
+            deadline = time.perf_counter() + self.config.batch_wait_s
+            while len(self._queue) < min(self._live, limit) and time.perf_counter() < deadline:
+                await asyncio.sleep(0.001)
+            batch, self._queue = self._queue[:limit], self._queue[limit:]
+            started = time.perf_counter()
+            try:
+                results = await asyncio.to_thread(
+                    policy.generate, [request for request, _ in batch], self.sampling
+                )
+            except Exception as failure:
+                for _, future in batch:
+                    future.set_exception(failure)
+            else:
+                for (_, future), result in zip(batch, results, strict=True):
+                    future.set_result(result)
+            self.stats["generate_s"] += time.perf_counter() - started
+            self.stats["generate_calls"] += 1
+            if self._queue:
+                self._wakeup.set()

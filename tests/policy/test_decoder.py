@@ -1,0 +1,165 @@
+"""The fast decoder against the model's own forward pass, on tiny random models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from agenttrain.policy.base import GenerationRequest, SamplingParams
+from agenttrain.policy.decoder import LlamaFamilyDecoder, supports
+from agenttrain.policy.hf import HFPolicy
+from agenttrain.policy.sampling import token_logprobs
+
+
+def forward_logprobs(model, prompt, generated, temperature):
+    ids = torch.tensor([list(prompt) + list(generated)])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1]
+    return token_logprobs(logits, ids[0, len(prompt) :], temperature)
+
+
+def prompts_for(policy, count):
+    return [
+        policy.template.prompt_ids([{"role": "user", "content": f"Task {i}: {'word ' * (3 * i)}"}])
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
+def test_generation_logprobs_match_a_forward_pass(tiny_model, tokenizer, temperature):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    assert isinstance(policy.decoder, LlamaFamilyDecoder)
+    prompts = prompts_for(policy, 4)
+    params = SamplingParams(temperature=temperature, top_p=0.9, max_new_tokens=16)
+    requests = [GenerationRequest(p, key=f"e{i}", seed=i) for i, p in enumerate(prompts)]
+    for prompt, generation in zip(prompts, policy.generate(requests, params), strict=True):
+        expected = forward_logprobs(tiny_model, prompt, generation.token_ids, temperature)
+        assert torch.allclose(torch.tensor(generation.logprobs), expected, atol=1e-4)
+
+
+def test_second_turn_reuses_the_cache_and_stays_exact(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    params = SamplingParams(max_new_tokens=12)
+    prompts = prompts_for(policy, 3)
+    first = policy.generate(
+        [GenerationRequest(p, f"e{i}", seed=i) for i, p in enumerate(prompts)], params
+    )
+    turn2 = [
+        p + g.token_ids + policy.template.user_turn_ids(f"observation {i}")
+        for i, (p, g) in enumerate(zip(prompts, first, strict=True))
+    ]
+    cached = [policy.decoder.arena.length(policy.decoder.arena.slot_of[f"e{i}"]) for i in range(3)]
+    second = policy.generate(
+        [GenerationRequest(p, f"e{i}", seed=10 + i) for i, p in enumerate(turn2)], params
+    )
+    # The cache held each episode's whole first turn (all but the last sampled token).
+    assert cached == [len(p) + len(g.token_ids) - 1 for p, g in zip(prompts, first, strict=True)]
+    fresh = HFPolicy(tiny_model, tokenizer, name="tiny").generate(
+        [GenerationRequest(p, f"x{i}", seed=10 + i) for i, p in enumerate(turn2)], params
+    )
+    for prompt, reused, recomputed in zip(turn2, second, fresh, strict=True):
+        assert reused.token_ids == recomputed.token_ids
+        expected = forward_logprobs(tiny_model, prompt, reused.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(reused.logprobs), expected, atol=1e-4)
+
+
+def test_a_seeded_request_samples_the_same_tokens_in_any_batch(tiny_model, tokenizer):
+    params = SamplingParams(max_new_tokens=10)
+    prompts = prompts_for(HFPolicy(tiny_model, tokenizer, name="tiny"), 5)
+    alone = HFPolicy(tiny_model, tokenizer, name="tiny").generate(
+        [GenerationRequest(prompts[2], seed=42)], params
+    )
+    batched = HFPolicy(tiny_model, tokenizer, name="tiny").generate(
+        [GenerationRequest(p, seed=42 if i == 2 else i) for i, p in enumerate(prompts)], params
+    )
+    assert alone[0].token_ids == batched[2].token_ids
+
+
+def test_shared_prompt_prefixes_are_computed_once(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    prompt = prompts_for(policy, 1)[0]
+    params = SamplingParams(max_new_tokens=4)
+    requests = [GenerationRequest(prompt, f"g{i}", seed=i) for i in range(4)]  # a GRPO group
+    generations = policy.generate(requests, params)
+    for generation in generations:
+        expected = forward_logprobs(tiny_model, prompt, generation.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(generation.logprobs), expected, atol=1e-4)
+
+
+def test_generation_stops_at_a_stop_token_and_keeps_it(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    assert policy.decoder.stop_ids == {policy.template.end_of_turn_id}
+    prompt = prompts_for(policy, 1)[0]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=8)
+    free = policy.generate([GenerationRequest(prompt)], greedy)[0]
+    assert free.finish_reason == "length" and len(free.token_ids) == 8
+    policy.decoder.stop_ids = frozenset({free.token_ids[2]})
+    stopped = policy.generate([GenerationRequest(prompt)], greedy)[0]
+    assert stopped.token_ids == free.token_ids[: free.token_ids.index(free.token_ids[2]) + 1]
+    assert stopped.finish_reason == "stop"
+
+
+def test_the_generic_decoder_agrees_with_the_fast_one(tiny_model, tokenizer):
+    fast = HFPolicy(tiny_model, tokenizer, name="tiny")
+    generic = HFPolicy(tiny_model, tokenizer, name="tiny", fast=False)
+    params = SamplingParams(temperature=0.0, max_new_tokens=10)
+    prompts = prompts_for(fast, 3)
+    a = fast.generate([GenerationRequest(p) for p in prompts], params)
+    b = generic.generate([GenerationRequest(p) for p in prompts], params)
+    assert [g.token_ids for g in a] == [g.token_ids for g in b]
+
+
+def test_qwen2_style_attention_biases_are_wired_correctly(tokenizer):
+    torch.manual_seed(1)
+    config = Qwen2Config(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=len(tokenizer),
+        initializer_range=0.2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+    )
+    model = Qwen2ForCausalLM(config).eval()
+    assert supports(model)
+    policy = HFPolicy(model, tokenizer, name="tiny-qwen2")
+    prompt = prompts_for(policy, 2)[1]
+    [generation] = policy.generate(
+        [GenerationRequest(prompt, seed=3)], SamplingParams(max_new_tokens=8)
+    )
+    expected = forward_logprobs(model, prompt, generation.token_ids, 1.0)
+    assert torch.allclose(torch.tensor(generation.logprobs), expected, atol=1e-4)
+
+
+def test_bf16_generation_copy_follows_weight_updates(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny", inference_dtype="bfloat16")
+    assert policy.inference_dtype == torch.bfloat16 and policy.generator_model is not tiny_model
+    prompt = prompts_for(policy, 1)[0]
+    params = SamplingParams(temperature=0.0, max_new_tokens=6)
+    before = policy.generate([GenerationRequest(prompt, "k")], params)[0].token_ids
+    with torch.no_grad():
+        saved = tiny_model.lm_head.weight.clone()
+        tiny_model.lm_head.weight.mul_(-1.0)  # a drastic "update"
+    try:
+        policy.sync_weights()
+        after = policy.generate([GenerationRequest(prompt, "k")], params)[0].token_ids
+    finally:
+        with torch.no_grad():
+            tiny_model.lm_head.weight.copy_(saved)
+    assert before != after
+
+
+def test_unsupported_architectures_fall_back(tokenizer):
+    config = LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        vocab_size=len(tokenizer),
+    )
+    model = LlamaForCausalLM(config)
+    model.config.model_type = "gpt_neox"  # pretend: the fast path must not claim it
+    assert not supports(model)

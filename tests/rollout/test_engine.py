@@ -1,0 +1,289 @@
+"""The rollout engine: token bookkeeping, classification of failures, batching."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import torch
+
+from agenttrain.agent.experts import OracleExpert
+from agenttrain.agent.formats import REACT_HELP, get_format
+from agenttrain.envs import (
+    EnvSpec,
+    LocalEnvironment,
+    Observation,
+    StepResult,
+    WireProtocol,
+    get_spec,
+    make_env,
+)
+from agenttrain.policy.base import ChatMessage, Generation, SamplingParams
+from agenttrain.policy.chat import ChatTemplate
+from agenttrain.policy.hf import HFPolicy
+from agenttrain.rollout import EpisodeRequest, RolloutConfig, RolloutEngine, read_jsonl, write_jsonl
+
+TEXTCRAFT = get_spec("textcraft")
+
+
+def run(policy, requests, spec=TEXTCRAFT, factory=None, **config):
+    engine = RolloutEngine(
+        policy,
+        spec,
+        factory or (lambda: make_env(spec.name)),
+        RolloutConfig(**config),
+        SamplingParams(),
+    )
+    return engine, asyncio.run(engine.run(requests))
+
+
+class RecordingPolicy:
+    """Delegates to a real policy and records what it generated, per episode."""
+
+    def __init__(self, policy: HFPolicy) -> None:
+        self.inner = policy
+        self.name, self.tokenizer, self.template = policy.name, policy.tokenizer, policy.template
+        self.max_context = policy.max_context
+        self.generated: dict[str, list[Generation]] = {}
+
+    def generate(self, requests, sampling):
+        results = self.inner.generate(requests, sampling)
+        for request, result in zip(requests, results, strict=True):
+            self.generated.setdefault(request.key, []).append(result)
+        return results
+
+    def release(self, key):
+        self.inner.release(key)
+
+
+class ScriptedOracle:
+    """A token policy whose replies are the oracle's, as the tokenizer would encode them."""
+
+    def __init__(self, template, tokenizer) -> None:
+        self.name, self.template, self.tokenizer = "scripted-oracle", template, tokenizer
+        self.max_context = 8192
+        self.oracle = OracleExpert("textcraft", get_format("react", "textcraft"))
+
+    def generate(self, requests, sampling):
+        results = []
+        for request in requests:
+            text = self.tokenizer.decode(request.prompt_ids)
+            turns = text.split("<|im_start|>")[1:]
+            conversation = []
+            for turn in turns:
+                role, _, content = turn.partition("\n")
+                conversation.append(
+                    ChatMessage(
+                        role, content.removesuffix("<|im_end|>\n").removesuffix("<|im_end|>")
+                    )
+                )
+            conversation = [
+                m for m in conversation if m.role in ("user", "assistant") and m.content
+            ]
+            step = self.oracle.next_step(conversation)
+            reply = self.oracle.format.render(step.thought, step.action)
+            ids = [*self.template.encode(reply), self.template.end_of_turn_id]
+            results.append(Generation(ids, [0.0] * len(ids), "stop"))
+        return results
+
+    def release(self, key):
+        pass
+
+
+def test_episode_ids_are_exactly_the_chat_template_of_the_transcript(tokenizer):
+    template = ChatTemplate(tokenizer)
+    scripted = ScriptedOracle(template, tokenizer)
+    _, [trajectory] = run(scripted, [EpisodeRequest(543, "g")], max_turns=60)
+    assert trajectory.finish_reason == "done" and trajectory.success
+    assert trajectory.num_turns > 10
+    rendered = template.render(trajectory.messages, add_generation_prompt=False)
+    expected = template.encode(rendered)
+    _, trailing = template._assistant_end
+    ids = trajectory.prompt_ids + trajectory.response_ids
+    assert ids + template.encode(trailing) == expected
+    first = trajectory.messages[:3]
+    assert trajectory.prompt_ids == template.encode(
+        template.render(first, add_generation_prompt=True)
+    )
+
+
+def test_model_tokens_are_untouched_and_masks_and_logprobs_line_up(tiny_model, tokenizer):
+    policy = RecordingPolicy(HFPolicy(tiny_model, tokenizer, name="tiny"))
+    _, trajectories = run(
+        policy,
+        [EpisodeRequest(t, str(t), seed=t) for t in (3, 12)],
+        action_format="raw",
+        max_turns=3,
+        max_new_tokens=12,
+    )
+    for trajectory in trajectories:
+        generations = policy.generated[trajectory.episode_id]
+        assert len(generations) == trajectory.num_turns == 3
+        mask, ids = trajectory.response_mask, trajectory.response_ids
+        assert len(mask) == len(ids) == len(trajectory.logprobs)
+        runs, position = [], 0
+        while position < len(mask):  # the mask-1 runs, in order
+            if mask[position]:
+                end = position
+                while end < len(mask) and mask[end]:
+                    end += 1
+                runs.append((position, end))
+                position = end
+            else:
+                position += 1
+        assert [ids[a:b] for a, b in runs] == [g.token_ids for g in generations]
+        assert [trajectory.logprobs[a:b] for a, b in runs] == [g.logprobs for g in generations]
+        # Every log-prob matches a forward pass over the whole episode.
+        sequence = torch.tensor([trajectory.prompt_ids + ids])
+        with torch.no_grad():
+            logits = tiny_model(sequence).logits[0]
+        offset = len(trajectory.prompt_ids)
+        positions = [offset + i for i, m in enumerate(mask) if m]
+        expected = torch.log_softmax(logits[[p - 1 for p in positions]], -1).gather(
+            -1, sequence[0, positions][:, None]
+        )[:, 0]
+        got = torch.tensor([trajectory.logprobs[p - offset] for p in positions])
+        assert torch.allclose(got, expected, atol=1e-4)
+        assert trajectory.finish_reason == "max_turns"
+        assert trajectory.generated_tokens == sum(mask)
+
+
+def test_generation_is_batched_across_episodes(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    engine, trajectories = run(
+        policy,
+        [EpisodeRequest(t, str(t), seed=t) for t in range(8)],
+        action_format="raw",
+        max_turns=3,
+        max_new_tokens=6,
+    )
+    assert all(t.num_turns == 3 for t in trajectories)
+    assert engine.stats["generate_calls"] == 3  # one batched call per turn, not one per episode
+
+
+class BrokenEnv(LocalEnvironment):
+    spec = EnvSpec(
+        name="broken-test",
+        display_name="Broken",
+        description="fails on step",
+        conversation_start=TEXTCRAFT.conversation_start,
+        agentgym_conversation_start=TEXTCRAFT.agentgym_conversation_start,
+        default_max_turns=5,
+        action_format="react",
+        protocol=WireProtocol(root_text="broken"),
+        split_loader=lambda: {},
+    )
+    hang_s = 0.0
+    blocking = True
+
+    def reset_sync(self, task_id: int) -> Observation:
+        return Observation("Goal: craft bread.")
+
+    def step_sync(self, action: str) -> StepResult:
+        if self.hang_s:
+            time.sleep(self.hang_s)
+        raise RuntimeError("simulator died")
+
+
+def test_environment_errors_end_the_episode_unscored(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    _, [trajectory] = run(
+        policy,
+        [EpisodeRequest(0, "g")],
+        spec=BrokenEnv.spec,
+        factory=BrokenEnv,
+        action_format="raw",
+        max_new_tokens=4,
+    )
+    assert trajectory.finish_reason == "env_error"
+    assert trajectory.reward is None and not trajectory.success
+    assert trajectory.error == "RuntimeError: simulator died"
+
+
+def test_environment_timeouts_are_environment_errors(tiny_model, tokenizer):
+    class Hanging(BrokenEnv):
+        hang_s = 2.0
+
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    _, [trajectory] = run(
+        policy,
+        [EpisodeRequest(0, "g")],
+        spec=BrokenEnv.spec,
+        factory=Hanging,
+        action_format="raw",
+        max_new_tokens=4,
+        env_timeout_s=0.2,
+    )
+    assert trajectory.finish_reason == "env_error" and trajectory.reward is None
+    assert trajectory.error.startswith("timeout")
+
+
+def test_format_errors_tell_the_model_the_format_and_are_counted(tiny_model, tokenizer):
+    steps = []
+
+    class Counting(LocalEnvironment):
+        spec = TEXTCRAFT
+
+        def reset_sync(self, task_id):
+            return Observation("Crafting commands:\n\nGoal: craft bread.")
+
+        def step_sync(self, action):
+            steps.append(action)
+            return StepResult("Could not execute", 0.0, False)
+
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    _, [trajectory] = run(
+        policy,
+        [EpisodeRequest(0, "g")],
+        factory=Counting,
+        action_format="react",
+        max_new_tokens=6,
+        max_format_errors=2,
+    )
+    assert steps == []  # random replies carry no "Action:": the environment is never called
+    assert trajectory.finish_reason == "format_error"
+    assert trajectory.format_errors == trajectory.num_turns == 2
+    assert trajectory.messages[4] == {"role": "user", "content": REACT_HELP}
+    assert trajectory.reward == 0.0  # a policy failure scores 0; only env errors are unscored
+
+
+def test_a_full_context_ends_the_episode(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    _, [trajectory] = run(
+        policy,
+        [EpisodeRequest(12, "g")],
+        action_format="raw",
+        max_new_tokens=16,
+        max_context=640,
+        max_turns=50,
+    )
+    assert trajectory.finish_reason == "context_limit"
+    assert len(trajectory.prompt_ids) + len(trajectory.response_ids) <= 640
+
+
+@pytest.mark.parametrize("name", ["react", "adapt", "json", "raw"])
+def test_the_oracle_solves_tasks_through_the_engine_in_every_format(name):
+    oracle = OracleExpert("textcraft", get_format(name, "textcraft"))
+    _, trajectories = run(
+        oracle,
+        [EpisodeRequest(t, str(t)) for t in (12, 140, 543)],
+        action_format=name,
+        max_turns=60,
+    )
+    assert all(t.success and t.finish_reason == "done" for t in trajectories)
+    assert trajectories[0].prompt_ids == []  # text policies carry no token ids
+
+
+def test_trajectories_round_trip_through_jsonl(tmp_path, tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    _, trajectories = run(
+        policy,
+        [EpisodeRequest(t, "g", sample=t) for t in (1, 2)],
+        action_format="raw",
+        max_turns=2,
+        max_new_tokens=5,
+    )
+    path = tmp_path / "episodes.jsonl"
+    assert write_jsonl(path, trajectories) == 2
+    assert list(read_jsonl(path)) == trajectories
