@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -157,3 +158,167 @@ def demo(
     from agenttrain.demo import run_demo
 
     raise typer.Exit(run_demo(split=split, concurrency=concurrency, console=console))
+
+
+@app.command("eval")
+def eval_command(
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model spec (repeat to compare): smollm2-135m, a model "
+            "or checkpoint folder, a folder of checkpoints, openai:<model>, oracle.",
+        ),
+    ] = None,
+    env: Annotated[str, typer.Option(help="Environment.")] = "textcraft",
+    split: Annotated[str, typer.Option(help="Task split, or 'all'.")] = "test",
+    tasks: Annotated[
+        str | None, typer.Option(help="Positions within the split, e.g. 0-29,40.")
+    ] = None,
+    n: Annotated[int, typer.Option("-n", min=1, help="Samples per task and seed.")] = 1,
+    seeds: Annotated[str, typer.Option(help="Comma-separated sampling seeds.")] = "0",
+    temperature: Annotated[float, typer.Option(min=0, help="0 = greedy.")] = 0.7,
+    top_p: Annotated[float, typer.Option(min=0.01, max=1)] = 1.0,
+    max_turns: Annotated[int | None, typer.Option(min=1, help="Default: the env's.")] = None,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Per model turn.")] = 256,
+    max_context: Annotated[int, typer.Option(min=64, help="Tokens per episode.")] = 4096,
+    action_format: Annotated[
+        str, typer.Option("--format", help="react, adapt, json or raw.")
+    ] = "react",
+    prompt_style: Annotated[
+        str, typer.Option(help="agenttrain (bugs fixed) or agentgym (verbatim).")
+    ] = "agenttrain",
+    backend: Annotated[str, typer.Option(help="hf, vllm or openai.")] = "hf",
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    dtype: Annotated[
+        str, typer.Option(help="Generation precision: auto, float32, bfloat16.")
+    ] = "auto",
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes in flight.")] = 32,
+    server: ServerOption = None,
+    token: TokenOption = None,
+    openai_base_url: Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default runs/eval-<time>).")
+    ] = None,
+) -> None:
+    """Evaluate one or more models on the same tasks and seeds: success, pass@k, avg@k, report.
+
+    Example: agenttrain eval --env textcraft --split test --tasks 0-29 --model smollm2-135m -n 4
+    """
+    import sys
+    import time
+
+    from pydantic import ValidationError
+
+    from agenttrain.envs.base import EnvError
+    from agenttrain.eval.report import write_report
+    from agenttrain.eval.runner import EvalConfig, evaluate, parse_ranges
+    from agenttrain.policy.base import PolicyError
+    from agenttrain.rollout.engine import RolloutConfig
+
+    try:
+        config = EvalConfig(
+            env=env,
+            split=split,
+            tasks=parse_ranges(tasks) if tasks else None,
+            models=model or ["smollm2-135m"],
+            backend=backend,
+            n=n,
+            seeds=parse_ranges(seeds),
+            temperature=temperature,
+            top_p=top_p,
+            rollout=RolloutConfig(
+                max_turns=max_turns,
+                max_new_tokens=max_new_tokens,
+                max_context=max_context,
+                action_format=action_format,
+                prompt_style=prompt_style,
+                max_in_flight=concurrency,
+            ),
+            servers=server or [],
+            token=token,
+            device=device,
+            inference_dtype=dtype,
+            openai_base_url=openai_base_url,
+            out=out or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S"),
+        )
+        results = evaluate(config, console)
+    except (ValidationError, ValueError, KeyError, PolicyError, EnvError) as problem:
+        console.print(f"[red]error:[/] {problem}")
+        raise typer.Exit(2) from None
+    from agenttrain.envs import get_spec
+
+    report = write_report(
+        config.out,
+        results,
+        config,
+        "agenttrain " + " ".join(sys.argv[1:]),
+        get_spec(env).breakdown_key,
+    )
+    console.print(_summary_table(results))
+    console.print(f"Report: {report}\nEpisodes: {', '.join(str(r.episodes_path) for r in results)}")
+
+
+def _summary_table(results: list) -> Table:
+    table = Table(title="evaluation")
+    at_k = sorted({k for r in results for k in r.summary if k.startswith(("pass@", "avg@"))})
+    keys = ["success_rate", *at_k, "mean_turns", "format_error_rate", "env_error_rate"]
+    keys.append("tokens_per_s")
+    table.add_column("model")
+    for key in keys:
+        table.add_column(key, justify="right")
+    for result in results:
+        cells = []
+        for key in keys:
+            value = result.summary.get(key)
+            cells.append(f"{value:.3f}" if isinstance(value, float) else str(value or "-"))
+        table.add_row(result.model, *cells)
+    return table
+
+
+@app.command()
+def show(
+    file: Annotated[Path, typer.Argument(help="A trajectories JSONL file (e.g. episodes.jsonl).")],
+    index: Annotated[int, typer.Option(help="Which episode (0-based line number).")] = 0,
+    episode: Annotated[str | None, typer.Option(help="Pick by episode id instead.")] = None,
+    full: Annotated[bool, typer.Option(help="Show the whole conversation start.")] = False,
+    tokens: Annotated[
+        str | None,
+        typer.Option(help="Model/tokenizer spec: also show the tokens, trained-on ones in bold."),
+    ] = None,
+) -> None:
+    """Print one episode as a readable, coloured transcript.
+
+    Example: agenttrain show runs/eval-x/smollm2-135m/episodes.jsonl --index 3
+    """
+    from agenttrain.rollout.show import show as show_episode
+    from agenttrain.rollout.trajectory import read_jsonl
+
+    if not file.exists():
+        console.print(f"[red]error:[/] no such file: {file}")
+        raise typer.Exit(2)
+    try:
+        trajectories = list(read_jsonl(file))
+    except ValueError as problem:
+        console.print(f"[red]error:[/] {problem}")
+        raise typer.Exit(2) from None
+    if episode is not None:
+        chosen = [t for t in trajectories if t.episode_id == episode]
+        if not chosen:
+            console.print(f"[red]error:[/] no episode {episode!r} in {file}")
+            raise typer.Exit(2)
+        trajectory = chosen[0]
+    elif not 0 <= index < len(trajectories):
+        console.print(f"[red]error:[/] --index {index} is outside 0-{len(trajectories) - 1}")
+        raise typer.Exit(2)
+    else:
+        trajectory = trajectories[index]
+    tokenizer = None
+    if tokens:
+        from transformers import AutoTokenizer
+
+        from agenttrain.policy.models import resolve
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve(tokens).path)
+    show_episode(trajectory, console, full=full, tokenizer=tokenizer)

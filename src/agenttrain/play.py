@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from agenttrain.envs import Environment, get_spec, make_env
 from agenttrain.serving.client import EnvServerPool
@@ -59,7 +60,7 @@ async def play(
             f"Type an action, or {QUIT_WORDS[0]} to stop."
         )
         details = ", ".join(f"{k}: {v}" for k, v in first.info.items() if k != "task_id")
-        console.print(Panel(first.text, title="observation", subtitle=details or None))
+        console.print(Panel(Text(first.text), title="observation", subtitle=details or None))
         if servers:
             # The wire format carries no inventory (it is AgentGym's, exactly); ask the env.
             console.print(
@@ -82,7 +83,7 @@ async def play(
             result = await env.step(action)
             reward, done = result.reward, result.done
             style = "green" if result.reward > 0 else "white"
-            console.print(f"[{style}]{result.observation}[/]")
+            console.print(Text(result.observation, style=style))
             inventory = result.info.get("inventory")
             if isinstance(inventory, dict):
                 console.print(_inventory_table(inventory))
@@ -96,5 +97,5 @@ def _inventory_table(inventory: dict[str, int]) -> Table | str:
         return "[dim]inventory: empty[/]"
     table = Table(title="inventory", show_header=False, box=None, padding=(0, 1))
     for item, count in inventory.items():
-        table.add_row(str(count), item)
+        table.add_row(str(count), Text(item))
     return table

@@ -105,6 +105,11 @@ class EnvSpec:
     """What it takes to run the environment in-process (shown by `agenttrain envs`)."""
     success_reward: float = 1.0
     """An episode that ends done with at least this reward is a success."""
+    breakdown_key: str | None = None
+    """A key of the reset info to break evaluation results down by (TextCraft: depth)."""
+    describe: Callable[[str], Mapping[str, Any]] | None = None
+    """Task details read from a first observation (works for remote servers, whose reset
+    answers carry only the text)."""
 
     @cached_property
     def _splits(self) -> Mapping[str, tuple[int, ...]]:

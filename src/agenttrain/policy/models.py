@@ -157,7 +157,9 @@ def load_hf(spec: ModelSpec, device: str = "cpu", dtype: Any = None) -> tuple[An
     """(model, tokenizer) from local files: float32 on CPU, bfloat16 on CUDA by default."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # ours is the one progress bar on screen
     assert spec.path is not None
     dtype = dtype or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
     source = spec.base or spec.path

@@ -151,7 +151,8 @@ class RolloutEngine:
         first = await self._env_call(env.reset(request.task_id), trajectory)
         if first is None:
             return
-        trajectory.task_info = dict(first.info)
+        described = self.spec.describe(first.text) if self.spec.describe else {}
+        trajectory.task_info = {**described, **first.info}
         trajectory.messages.append({"role": "user", "content": first.text})
         if self.template is not None:
             trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages)

@@ -45,6 +45,8 @@ from agenttrain.serving.errors import (
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = (502, 503, 504)
+PROTOCOL_FIELDS = frozenset({"id", "env_idx", "observation", "done", "reward", "deleted"})
+"""Fields of a reset answer that belong to the protocol, not to the task."""
 LOST_SESSION_MARKERS = ("is not valid", "has been deleted")
 """AgentGym's messages for an id the server does not know (any more)."""
 
@@ -332,7 +334,7 @@ def _first_observation(spec: EnvSpec, url: str, answer: Any) -> Observation:
             return Observation(str(answer[0]))
         if proto.reset_returns == "text":
             return Observation(str(answer))
-        info = {k: v for k, v in answer.items() if k != "observation"}
+        info = {k: v for k, v in answer.items() if k not in PROTOCOL_FIELDS}
         text = answer["observation"]
         if proto.first_observation == "task_and_observation":
             text = f"{answer['task_description']}\n{text}"

@@ -15,6 +15,18 @@ from agenttrain.envs.textcraft.game import TextCraftGame
 from agenttrain.envs.textcraft.recipes import default_book, display_name
 from agenttrain.envs.textcraft.tasks import splits, task
 
+
+def describe(observation: str) -> dict[str, object]:
+    """Goal and crafting depth of the task whose first observation this is."""
+    from agenttrain.envs.textcraft.oracle import goal_from_observation
+
+    try:
+        goal = goal_from_observation(observation)
+    except ValueError:
+        return {}
+    return {"goal": display_name(goal), "depth": default_book().depth(goal)}
+
+
 SPEC = EnvSpec(
     name="textcraft",
     display_name="TextCraft",
@@ -31,6 +43,8 @@ SPEC = EnvSpec(
     split_loader=splits,
     num_tasks=544,
     requirements="pure Python; recipe data from the `textcraft` package",
+    breakdown_key="depth",
+    describe=describe,
 )
 
 

@@ -1,0 +1,190 @@
+"""`report.md` and plots for an evaluation (one model, or several side by side)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a window
+import matplotlib.pyplot as plt
+
+from agenttrain.rollout.trajectory import FINISH_REASONS, Trajectory, read_jsonl
+
+HEADLINE = ("success_rate", "mean_reward", "mean_turns", "format_error_rate", "env_error_rate")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "-" if value is None else str(value)
+
+
+def metrics_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """One row per model: success, pass@k, avg@n and the rest of the headline numbers."""
+    extra = sorted(
+        {k for s in summaries.values() for k in s if k.startswith(("pass@", "avg@"))},
+        key=lambda k: (k.split("@")[0], int(k.split("@")[1])),
+    )
+    columns = ["episodes", *HEADLINE[:1], *extra, *HEADLINE[1:], "generated_tokens", "tokens_per_s"]
+    lines = ["| model | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for model, summary in summaries.items():
+        lines.append(f"| {model} | " + " | ".join(_fmt(summary.get(c)) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def breakdown_table(summaries: dict[str, dict[str, Any]], key: str) -> str:
+    groups = sorted({g for s in summaries.values() for g in s.get(f"by_{key}", {})})
+    if not groups:
+        return ""
+    lines = [
+        "| model | " + " | ".join(f"{key} {g}" for g in groups) + " |",
+        "|---" * (len(groups) + 1) + "|",
+    ]
+    for model, summary in summaries.items():
+        by = summary.get(f"by_{key}", {})
+        cells = [
+            f"{by[g]['success_rate']:.2f} (n={by[g]['episodes']})" if g in by else "-"
+            for g in groups
+        ]
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def finish_table(summaries: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| model | " + " | ".join(FINISH_REASONS) + " |",
+        "|---" * (len(FINISH_REASONS) + 1) + "|",
+    ]
+    for model, summary in summaries.items():
+        reasons = summary.get("finish_reasons", {})
+        lines.append(
+            f"| {model} | " + " | ".join(str(reasons.get(r, 0)) for r in FINISH_REASONS) + " |"
+        )
+    return "\n".join(lines)
+
+
+def plot_breakdown(summaries: dict[str, dict[str, Any]], key: str, path: Path) -> bool:
+    groups = sorted({g for s in summaries.values() for g in s.get(f"by_{key}", {})})
+    if not groups:
+        return False
+    figure, axes = plt.subplots(figsize=(max(5, 1.6 * len(groups) + 2), 3.5))
+    width = 0.8 / max(1, len(summaries))
+    for index, (model, summary) in enumerate(summaries.items()):
+        by = summary.get(f"by_{key}", {})
+        values = [by.get(g, {}).get("success_rate", 0.0) for g in groups]
+        positions = [i + index * width for i in range(len(groups))]
+        axes.bar(positions, values, width, label=_short(model))
+    axes.set_xticks([i + width * (len(summaries) - 1) / 2 for i in range(len(groups))])
+    axes.set_xticklabels([f"{key} {g}" for g in groups])
+    axes.set_ylabel("success rate")
+    axes.set_ylim(0, 1.05)
+    axes.legend(fontsize=8)
+    axes.set_title(f"success by {key}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def plot_distributions(episodes: dict[str, list[Trajectory]], path: Path) -> None:
+    figure, (turns_axes, reward_axes) = plt.subplots(1, 2, figsize=(10, 3.5))
+    for model, trajectories in episodes.items():
+        turns = [t.num_turns for t in trajectories]
+        rewards = [t.reward for t in trajectories if t.reward is not None]
+        top = max(turns, default=1)
+        turns_axes.hist(
+            turns, bins=range(0, top + 2), histtype="step", linewidth=1.5, label=_short(model)
+        )
+        reward_axes.hist(rewards, bins=20, histtype="step", linewidth=1.5, label=_short(model))
+    turns_axes.set_xlabel("turns per episode")
+    turns_axes.set_ylabel("episodes")
+    reward_axes.set_xlabel("episode reward")
+    for axes in (turns_axes, reward_axes):
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def plot_comparison(summaries: dict[str, dict[str, Any]], path: Path) -> None:
+    metrics = [
+        "success_rate",
+        *sorted(
+            {k for s in summaries.values() for k in s if k.startswith("pass@")},
+            key=lambda k: int(k.split("@")[1]),
+        ),
+    ]
+    figure, axes = plt.subplots(figsize=(max(5, 1.2 * len(summaries) * len(metrics) / 2 + 3), 3.5))
+    width = 0.8 / len(metrics)
+    models = list(summaries)
+    for index, metric in enumerate(metrics):
+        positions = [i + index * width for i in range(len(models))]
+        axes.bar(positions, [summaries[m].get(metric, 0.0) for m in models], width, label=metric)
+    axes.set_xticks([i + width * (len(metrics) - 1) / 2 for i in range(len(models))])
+    axes.set_xticklabels([_short(m) for m in models], rotation=15, ha="right", fontsize=8)
+    axes.set_ylim(0, 1.05)
+    axes.legend(fontsize=8)
+    axes.set_title("models compared on the same tasks and seeds")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _short(model: str) -> str:
+    return model if len(model) <= 32 else "…" + model[-31:]
+
+
+def write_report(
+    out: Path, results: Sequence[Any], config: Any, command: str, breakdown_key: str | None
+) -> Path:
+    """Write report.md (and PNG plots) for the evaluated models; returns its path."""
+    summaries = {r.model: r.summary for r in results}
+    episodes = {r.model: list(read_jsonl(r.episodes_path)) for r in results}
+    any_summary = next(iter(summaries.values()))
+    lines = [
+        f"# Evaluation: {config.env} ({config.split})",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"{any_summary['tasks']} tasks × {config.n} samples × {len(config.seeds)} seeds "
+        f"(seeds {', '.join(map(str, config.seeds))}); temperature {config.temperature}, "
+        f"top-p {config.top_p}; max turns {config.rollout.max_turns or 'env default'}, "
+        f"{config.rollout.max_new_tokens} new tokens per turn; "
+        f"format {config.rollout.action_format}; prompts {config.rollout.prompt_style}.",
+        "",
+        "## Results",
+        "",
+        metrics_table(summaries),
+        "",
+        "pass@k: unbiased estimator over all samples of a task; avg@n: mean success of the n "
+        "samples per task. Environment errors are excluded from both and counted on their own.",
+        "",
+    ]
+    if breakdown_key and breakdown_table(summaries, breakdown_key):
+        lines += [
+            f"## Success by {breakdown_key}",
+            "",
+            breakdown_table(summaries, breakdown_key),
+            "",
+        ]
+        if plot_breakdown(summaries, breakdown_key, out / f"success_by_{breakdown_key}.png"):
+            lines += [f"![success by {breakdown_key}](success_by_{breakdown_key}.png)", ""]
+    lines += ["## How episodes ended", "", finish_table(summaries), ""]
+    plot_distributions(episodes, out / "distributions.png")
+    lines += ["![turns and rewards](distributions.png)", ""]
+    if len(summaries) > 1:
+        plot_comparison(summaries, out / "comparison.png")
+        lines += ["## Comparison", "", "![comparison](comparison.png)", ""]
+    lines += ["## Episodes", ""]
+    for result in results:
+        relative = result.episodes_path.relative_to(out)
+        lines.append(
+            f"- {result.model}: `{relative}` — read one with "
+            f"`agenttrain show {result.episodes_path} --index 0`"
+        )
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,244 @@
+"""`agenttrain eval`: play tasks with one or more models and measure them the same way.
+
+Every model sees the same tasks, seeds and sample counts, so the comparison table is
+apples to apples (how base vs trained is judged). Models are loaded one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from agenttrain.agent.formats import get_format
+from agenttrain.envs import get_spec, make_env
+from agenttrain.eval.metrics import summarize
+from agenttrain.policy.base import SamplingParams, TokenPolicy
+from agenttrain.policy.loader import load_policy
+from agenttrain.policy.models import resolve
+from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig, RolloutEngine
+from agenttrain.rollout.trajectory import Trajectory, write_jsonl
+from agenttrain.serving.client import EnvServerPool
+
+
+class EvalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = "textcraft"
+    split: str = Field("test", description="a split name, or 'all' for every task id")
+    tasks: list[int] | None = Field(None, description="positions within the split")
+    models: list[str] = Field(default_factory=lambda: ["smollm2-135m"])
+    backend: Literal["hf", "vllm", "openai"] = "hf"
+    n: int = Field(1, ge=1, description="samples per task and seed")
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    temperature: float = Field(0.7, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    servers: list[str] = Field(default_factory=list)
+    token: str | None = None
+    device: str = "cpu"
+    inference_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    openai_base_url: str | None = None
+    out: Path = Path("runs/eval")
+
+
+@dataclass
+class ModelResult:
+    model: str
+    summary: dict[str, Any]
+    episodes_path: Path
+    wall_s: float
+
+
+def select_tasks(env: str, split: str, positions: Sequence[int] | None) -> list[int]:
+    """Task ids: the split's (all ids for 'all'), optionally only those at `positions`."""
+    spec = get_spec(env)
+    if split == "all":
+        if spec.num_tasks is None:
+            raise ValueError(f"{env} has no fixed task count; pick a split or pass --tasks")
+        ids: tuple[int, ...] = tuple(range(spec.num_tasks))
+    else:
+        ids = spec.split(split)
+    if positions is None:
+        return list(ids)
+    outside = [p for p in positions if not 0 <= p < len(ids)]
+    if outside:
+        raise ValueError(
+            f"--tasks positions {outside} are outside the {split} split (0-{len(ids) - 1})"
+        )
+    return [ids[p] for p in positions]
+
+
+def parse_ranges(text: str) -> list[int]:
+    """'0-4,7,10-11' -> [0, 1, 2, 3, 4, 7, 10, 11]."""
+    values: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "-" in part:
+            low, high = (int(x) for x in part.split("-", 1))
+            values += list(range(low, high + 1))
+        else:
+            values.append(int(part))
+    return values
+
+
+def expand_models(specs: Sequence[str]) -> list[str]:
+    """A folder of checkpoints stands for each checkpoint in it, oldest first."""
+    expanded = []
+    for spec in specs:
+        folder = Path(spec)
+        if folder.is_dir() and not _is_model(folder):
+            inner = folder / "checkpoints" if (folder / "checkpoints").is_dir() else folder
+            children = sorted(
+                (c for c in inner.iterdir() if c.is_dir() and _is_model(c)), key=_step
+            )
+            if children:
+                expanded += [str(c) for c in children]
+                continue
+        expanded.append(spec)
+    return expanded
+
+
+def _is_model(folder: Path) -> bool:
+    return any(
+        (folder / sub / name).exists()
+        for sub in ("", "model")
+        for name in ("config.json", "adapter_config.json")
+    )
+
+
+def _step(folder: Path) -> tuple[int, str]:
+    digits = "".join(ch for ch in folder.name if ch.isdigit())
+    return (int(digits) if digits else -1, folder.name)
+
+
+def slug(model: str) -> str:
+    keep = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in model.strip("/"))
+    return keep[-80:] or "model"
+
+
+def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelResult]:
+    console = console or Console()
+    spec = get_spec(config.env)
+    tasks = select_tasks(config.env, config.split, config.tasks)
+    requests = [
+        EpisodeRequest(task, group_id=f"{task}-s{seed}", sample=sample, seed=seed)
+        for seed in config.seeds
+        for task in tasks
+        for sample in range(config.n)
+    ]
+    models = expand_models(config.models)
+    for model in models:  # fail on a typo before spending an hour on the first model
+        resolve(model)
+    config.out.mkdir(parents=True, exist_ok=True)
+    (config.out / "config.json").write_text(config.model_dump_json(indent=2))
+    results = []
+    for model in models:
+        console.print(
+            f"[bold]{model}[/]: {len(tasks)} {spec.display_name} tasks × "
+            f"{config.n} samples × {len(config.seeds)} seeds = {len(requests)} episodes"
+        )
+        results.append(_evaluate_model(config, model, requests, console))
+        gc.collect()
+    (config.out / "summary.json").write_text(
+        json.dumps({r.model: r.summary for r in results}, indent=2)
+    )
+    return results
+
+
+def _evaluate_model(
+    config: EvalConfig, model: str, requests: list[EpisodeRequest], console: Console
+) -> ModelResult:
+    spec = get_spec(config.env)
+    action_format = get_format(config.rollout.action_format, config.env)
+    started = time.perf_counter()
+    policy = load_policy(
+        model,
+        env=config.env,
+        action_format=action_format,
+        backend=config.backend,
+        device=config.device,
+        inference_dtype=config.inference_dtype,
+        system_prompt=config.rollout.system_prompt,
+        max_context=config.rollout.max_context,
+        openai_base_url=config.openai_base_url,
+    )
+    sampling = SamplingParams(
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_new_tokens=config.rollout.max_new_tokens,
+    )
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("solved {task.fields[solved]}"),
+        TextColumn("{task.fields[speed]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task(model[-40:], total=len(requests), solved=0, speed="")
+        solved = 0
+
+        def on_episode(trajectory: Trajectory) -> None:
+            nonlocal solved
+            solved += trajectory.success
+            elapsed = time.perf_counter() - started
+            tokens = engine.stats["generated_tokens"]
+            speed = f"{tokens / elapsed:.0f} tok/s" if tokens else ""
+            progress.update(bar, advance=1, solved=solved, speed=speed)
+
+        engine = RolloutEngine(
+            policy, spec, lambda: make_env(config.env), config.rollout, sampling, on_episode
+        )
+        trajectories = asyncio.run(_run(engine, config, requests))
+    wall = time.perf_counter() - started
+    folder = config.out / slug(model)
+    episodes = folder / "episodes.jsonl"
+    write_jsonl(episodes, trajectories)
+    summary = summarize(trajectories, group_by=spec.breakdown_key)
+    generate_s = engine.stats["generate_s"] or 1e-9
+    summary.update(
+        model=model,
+        env=config.env,
+        split=config.split,
+        wall_s=round(wall, 2),
+        generate_s=round(engine.stats["generate_s"], 2),
+        tokens_per_s=round(summary["generated_tokens"] / generate_s, 1)
+        if isinstance(policy, TokenPolicy)
+        else None,
+    )
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+    return ModelResult(model, summary, episodes, wall)
+
+
+async def _run(
+    engine: RolloutEngine, config: EvalConfig, requests: list[EpisodeRequest]
+) -> list[Trajectory]:
+    try:
+        if not config.servers:
+            return await engine.run(requests)
+        async with EnvServerPool(config.env, config.servers, token=config.token) as pool:
+            await pool.verify()
+            engine.env_factory = pool.environment
+            return await engine.run(requests)
+    finally:
+        closer = getattr(engine.policy, "aclose", None)  # e.g. the OpenAI policy's HTTP session
+        if closer is not None:
+            await closer()

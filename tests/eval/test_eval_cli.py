@@ -1,0 +1,96 @@
+"""`agenttrain eval` and `agenttrain show` as a user runs them (oracle: fast and exact)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from agenttrain.cli import app
+from agenttrain.eval.runner import expand_models, parse_ranges, select_tasks
+
+runner = CliRunner()
+
+
+def test_task_selection_and_ranges():
+    assert parse_ranges("0-3,7, 9-10") == [0, 1, 2, 3, 7, 9, 10]
+    test = select_tasks("textcraft", "test", None)
+    assert len(test) == 100
+    assert select_tasks("textcraft", "test", [0, 1]) == test[:2]
+    assert select_tasks("textcraft", "all", [5]) == [5]
+    with pytest.raises(ValueError, match="outside the test split"):
+        select_tasks("textcraft", "test", [100])
+
+
+def test_a_folder_of_checkpoints_expands_to_each(tmp_path):
+    for step in (10, 2):
+        folder = tmp_path / "checkpoints" / f"step-{step}"
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+    assert expand_models([str(tmp_path)]) == [
+        str(tmp_path / "checkpoints" / "step-2"),
+        str(tmp_path / "checkpoints" / "step-10"),
+    ]
+
+
+def test_eval_writes_summary_episodes_and_a_report_with_plots(tmp_path):
+    out = tmp_path / "eval"
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            "oracle",
+            "--tasks",
+            "0-3,97-99",
+            "-n",
+            "2",
+            "--seeds",
+            "0,1",
+            "--max-turns",
+            "40",
+            "--out",
+            str(out),
+        ],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())["oracle"]
+    assert summary["episodes"] == 7 * 2 * 2
+    assert summary["success_rate"] == 1.0 and summary["pass@4"] == 1.0
+    assert set(summary["by_depth"]) == {"1", "4"}
+    report = (out / "report.md").read_text()
+    assert "| oracle |" in report and "success_by_depth.png" in report
+    for plot in ("success_by_depth.png", "distributions.png"):
+        assert (out / plot).stat().st_size > 1000
+    lines = (out / "oracle" / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 28
+
+    shown = runner.invoke(
+        app,
+        ["show", str(out / "oracle" / "episodes.jsonl"), "--index", "5"],
+        env={"COLUMNS": "200"},
+    )
+    assert shown.exit_code == 0
+    assert "success" in shown.output and "final observation · reward 1" in shown.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "textcraft", "--format", "xml"], "action_format"),
+        (["--split", "dev"], "textcraft has no split 'dev'"),
+        (["--model", "no-such-model"], "unknown model 'no-such-model'"),
+    ],
+)
+def test_bad_eval_options_are_clear_errors(tmp_path, args, message):
+    result = runner.invoke(app, ["eval", *args, "--out", str(tmp_path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+
+
+def test_show_rejects_a_missing_file_and_a_bad_index(tmp_path):
+    assert runner.invoke(app, ["show", str(tmp_path / "nope.jsonl")]).exit_code == 2
+    (tmp_path / "one.jsonl").write_text("")
+    assert runner.invoke(app, ["show", str(tmp_path / "one.jsonl"), "--index", "3"]).exit_code == 2
