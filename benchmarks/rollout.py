@@ -1,0 +1,181 @@
+"""Rollout throughput with SmolLM2-135M on CPU: generated tokens/s and episodes/min.
+
+Compares, on the same TextCraft episodes (test tasks, fixed turn and token limits):
+- agenttrain's engine with 1, 8 and 32 episodes in flight (batched generation, KV caches
+  kept across turns, bf16 weights where the CPU has native bf16);
+- a sequential loop, one episode at a time, re-encoding the conversation each turn and
+  calling `model.generate` (how the seed scripts play);
+- the roofline: this machine's measured fp32 GEMM FLOP/s / (2 x parameters) tokens/s.
+
+Usage: python benchmarks/rollout.py [--levels 1 8 32] [--turns 6] [--new-tokens 96] [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from agenttrain.agent.formats import get_format
+from agenttrain.envs import get_spec, make_env
+from agenttrain.policy.base import SamplingParams
+from agenttrain.policy.hf import HFPolicy
+from agenttrain.policy.models import load_hf, resolve
+from agenttrain.rollout import EpisodeRequest, RolloutConfig, RolloutEngine
+
+
+def gemm_flops(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    started = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (time.perf_counter() - started)
+
+
+def engine_run(policy, tasks, in_flight, turns, new_tokens) -> dict:
+    spec = get_spec("textcraft")
+    config = RolloutConfig(
+        max_turns=turns, max_new_tokens=new_tokens, max_in_flight=in_flight, max_format_errors=turns
+    )
+    sampling = SamplingParams(temperature=0.7, max_new_tokens=new_tokens)
+    engine = RolloutEngine(policy, spec, lambda: make_env("textcraft"), config, sampling)
+    started = time.perf_counter()
+    trajectories = asyncio.run(engine.run([EpisodeRequest(t, str(t), seed=0) for t in tasks]))
+    elapsed = time.perf_counter() - started
+    tokens = sum(t.generated_tokens for t in trajectories)
+    return {
+        "episodes": len(trajectories),
+        "generated_tokens": tokens,
+        "seconds": round(elapsed, 1),
+        "tokens_per_s": round(tokens / elapsed, 1),
+        "episodes_per_min": round(60 * len(trajectories) / elapsed, 2),
+        "generate_calls": engine.stats["generate_calls"],
+        "mean_turns": round(sum(t.num_turns for t in trajectories) / len(trajectories), 2),
+    }
+
+
+def sequential_run(model, tokenizer, tasks, turns, new_tokens) -> dict:
+    """One episode at a time; each turn re-encodes the whole chat and calls model.generate."""
+    spec = get_spec("textcraft")
+    react = get_format("react", "textcraft")
+    start = [m.to_dict() for m in spec.conversation_start]
+    tokens = 0
+    started = time.perf_counter()
+    for task_id in tasks:
+        env = make_env("textcraft")
+        first = asyncio.run(env.reset(task_id))
+        messages = [*start, {"role": "user", "content": first.text}]
+        for _ in range(turns):
+            ids = tokenizer(
+                tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
+                return_tensors="pt",
+                add_special_tokens=False,
+            )
+            with torch.no_grad():
+                output = model.generate(
+                    **ids,
+                    max_new_tokens=new_tokens,
+                    do_sample=True,
+                    temperature=0.7,
+                    pad_token_id=tokenizer.eos_token_id,
+                )
+            new = output[0, ids["input_ids"].shape[1] :]
+            tokens += len(new)
+            reply = tokenizer.decode(new, skip_special_tokens=True)
+            parsed = react.parse(reply)
+            observation = parsed.feedback or ""
+            if parsed.action is not None:
+                result = asyncio.run(env.step(parsed.action))
+                observation = result.observation
+                if result.done:
+                    break
+            messages += [
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": observation},
+            ]
+    elapsed = time.perf_counter() - started
+    return {
+        "episodes": len(tasks),
+        "generated_tokens": tokens,
+        "seconds": round(elapsed, 1),
+        "tokens_per_s": round(tokens / elapsed, 1),
+        "episodes_per_min": round(60 * len(tasks) / elapsed, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--new-tokens", type=int, default=96)
+    parser.add_argument("--sequential-episodes", type=int, default=4)
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "rollout.json"
+    )
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    model, tokenizer = load_hf(resolve("smollm2-135m"))
+    params = sum(p.numel() for p in model.parameters())
+    fp32, bf16 = gemm_flops(torch.float32), gemm_flops(torch.bfloat16)
+    roofline = fp32 / (2 * params)
+    print(
+        json.dumps(
+            {
+                "parameters": params,
+                "fp32_gemm_gflops": round(fp32 / 1e9, 1),
+                "bf16_gemm_gflops": round(bf16 / 1e9, 1),
+                "roofline_tokens_per_s": round(roofline, 1),
+            }
+        )
+    )
+    test = list(get_spec("textcraft").split("test"))
+    policy = HFPolicy(model, tokenizer, name="smollm2-135m", inference_dtype="auto")
+    levels = []
+    for in_flight in args.levels:
+        tasks = test[: max(in_flight, 8)]
+        result = {
+            "in_flight": in_flight,
+            **engine_run(policy, tasks, in_flight, args.turns, args.new_tokens),
+        }
+        result["fraction_of_roofline"] = round(result["tokens_per_s"] / roofline, 3)
+        levels.append(result)
+        print(json.dumps(result))
+    sequential = sequential_run(
+        model, tokenizer, test[: args.sequential_episodes], args.turns, args.new_tokens
+    )
+    sequential["fraction_of_roofline"] = round(sequential["tokens_per_s"] / roofline, 3)
+    print(json.dumps({"sequential_generate_loop": sequential}))
+    report = {
+        "benchmark": "rollout",
+        "model": "SmolLM2-135M-Instruct",
+        "parameters": params,
+        "generation_dtype": str(policy.inference_dtype).removeprefix("torch."),
+        "workload": f"TextCraft test tasks, up to {args.turns} turns, {args.new_tokens} new tokens "
+        "per turn, temperature 0.7, react format",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+        "fp32_gemm_gflops": round(fp32 / 1e9, 1),
+        "bf16_gemm_gflops": round(bf16 / 1e9, 1),
+        "roofline_tokens_per_s": round(roofline, 1),
+        "engine": levels,
+        "sequential_generate_loop": sequential,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
