@@ -322,3 +322,63 @@ def show(
 
         tokenizer = AutoTokenizer.from_pretrained(resolve(tokens).path)
     show_episode(trajectory, console, full=full, tokenizer=tokenizer)
+
+
+@app.command()
+def train(
+    config: Annotated[Path, typer.Argument(help="YAML recipe, e.g. configs/textcraft_grpo.yaml.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Dotted overrides, e.g. algorithm.kl.coef=0.01 trainer.total_steps=50."
+        ),
+    ] = None,
+) -> None:
+    """Train with GRPO (or RLOO, REINFORCE++): rollouts, updates, checkpoints, validation, report.
+
+    Example: agenttrain train configs/textcraft_grpo.yaml trainer.total_steps=50
+    """
+    from agenttrain.config import ConfigError, load
+    from agenttrain.policy.base import PolicyError
+    from agenttrain.rl.config import TrainConfig
+    from agenttrain.rl.rewards import RewardFunctionError
+    from agenttrain.rl.tracking import TrackerError
+    from agenttrain.rl.trainer import Trainer, TrainingError
+
+    try:
+        recipe = load(TrainConfig, config, overrides or [])
+        trainer = Trainer(recipe, console)
+    except (
+        ConfigError,
+        TrainingError,
+        RewardFunctionError,
+        TrackerError,
+        PolicyError,
+        KeyError,
+    ) as problem:
+        console.print(f"[red]error:[/] {problem}")
+        raise typer.Exit(2) from None
+    trainer.train()
+    if trainer.stop_requested:
+        raise typer.Exit(130)
+
+
+@app.command()
+def export(
+    source: Annotated[str, typer.Argument(help="A run folder, checkpoint folder or model spec.")],
+    out: Annotated[Path, typer.Option(help="Folder to write (must be new or empty).")],
+    merge_lora: Annotated[bool, typer.Option(help="Merge a LoRA adapter into its base.")] = False,
+) -> None:
+    """Write a standalone Hugging Face model folder from a run or checkpoint.
+
+    Example: agenttrain export runs/textcraft-grpo --out models/textcraft --merge-lora
+    """
+    from agenttrain.policy.base import PolicyError
+    from agenttrain.rl.export import export as export_model
+
+    try:
+        folder = export_model(source, out, merge_lora)
+    except (PolicyError, ValueError) as problem:
+        console.print(f"[red]error:[/] {problem}")
+        raise typer.Exit(2) from None
+    console.print(f"Exported {source} to {folder}")

@@ -50,10 +50,13 @@ def _ensure_loaded() -> None:
         return
     _loaded = True
     from agenttrain.envs.agentgym import REMOTE_SPECS
+    from agenttrain.envs.largest import SPEC as LARGEST
+    from agenttrain.envs.largest import LargestEnv
     from agenttrain.envs.textcraft import SPEC as TEXTCRAFT
     from agenttrain.envs.textcraft import TextCraftEnv
 
     register(TEXTCRAFT, TextCraftEnv)
+    register(LARGEST, LargestEnv)
     for spec in REMOTE_SPECS:
         register(spec)
     for plugin in entry_points(group="agenttrain.envs"):
@@ -87,6 +90,9 @@ def make_env(name: str) -> Environment:
 
 
 def registrations() -> list[Registration]:
-    """All known environments, in-process ones first."""
+    """All known environments, in-process ones first (TextCraft, the default, leading)."""
     _ensure_loaded()
-    return sorted(_registry.values(), key=lambda r: (not r.in_process, r.spec.name))
+    return sorted(
+        _registry.values(),
+        key=lambda r: (not r.in_process, r.spec.name != "textcraft", r.spec.name),
+    )

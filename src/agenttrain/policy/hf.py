@@ -89,7 +89,12 @@ class HFPolicy:
     ) -> list[Generation]:
         if not requests:
             return []
-        return self.decoder.generate(requests, sampling)
+        training = self.generator_model.training
+        self.generator_model.eval()  # no dropout while sampling, even when shared with training
+        try:
+            return self.decoder.generate(requests, sampling)
+        finally:
+            self.generator_model.train(training)
 
     def release(self, key: str) -> None:
         self.decoder.release(key)

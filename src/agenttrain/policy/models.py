@@ -153,8 +153,13 @@ def _adapter_base(adapter: Path) -> Path:
     raise PolicyError(f"cannot find the base model of adapter {adapter}: {base_path}")
 
 
-def load_hf(spec: ModelSpec, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
-    """(model, tokenizer) from local files: float32 on CPU, bfloat16 on CUDA by default."""
+def load_hf(
+    spec: ModelSpec, device: str = "cpu", dtype: Any = None, trainable: bool = False
+) -> tuple[Any, Any]:
+    """(model, tokenizer) from local files: float32 on CPU, bfloat16 on CUDA by default.
+
+    A LoRA checkpoint comes back as a PEFT model on its base (`trainable`: adapter trainable).
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -168,5 +173,5 @@ def load_hf(spec: ModelSpec, device: str = "cpu", dtype: Any = None) -> tuple[An
     if spec.base is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, spec.path)
+        model = PeftModel.from_pretrained(model, spec.path, is_trainable=trainable)
     return model, tokenizer

@@ -1,0 +1,1 @@
+"""Reinforcement learning: advantage estimators, losses, KL, the trainer and its checkpoints."""

@@ -1,0 +1,121 @@
+"""Advantage estimators, registered by name (verl 0.9.1 `core_algos.py` formulas).
+
+Every estimator maps token-level rewards [B, T] (an episode's score sits on its last model
+token), the response mask [B, T] and group ids (one per episode; the n samples of a task
+share one) to token-level advantages [B, T], zero where the mask is 0.
+
+Adding an estimator is adding a function with `@register("name")`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+Estimator = Callable[..., torch.Tensor]
+ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register(name: str) -> Callable[[Estimator], Estimator]:
+    def add(function: Estimator) -> Estimator:
+        ESTIMATORS[name] = function
+        return function
+
+    return add
+
+
+def get_estimator(name: str) -> Estimator:
+    if name not in ESTIMATORS:
+        raise ValueError(
+            f"unknown advantage estimator {name!r}; choose one of: {', '.join(ESTIMATORS)}"
+        )
+    return ESTIMATORS[name]
+
+
+def _group_members(groups: Sequence[str]) -> dict[str, list[int]]:
+    members: dict[str, list[int]] = {}
+    for index, group in enumerate(groups):
+        members.setdefault(group, []).append(index)
+    return members
+
+
+def masked_whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(values - mean) / sqrt(var + eps) over the masked entries (unbiased variance, as verl)."""
+    count = mask.sum()
+    mean = (values * mask).sum() / count
+    var = (((values - mean) ** 2) * mask).sum() / (count - 1).clamp(min=1)
+    return (values - mean) * torch.rsqrt(var + eps)
+
+
+@register("grpo")
+def grpo(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    groups: Sequence[str],
+    *,
+    epsilon: float = 1e-6,
+    norm_by_std: bool = True,
+    **_: object,
+) -> torch.Tensor:
+    """A_i = (s_i - mean_g) / (std_g + ε), s_i = Σ_t r_it, std unbiased (N-1).
+
+    A group of one has mean 0 and std 1 (so A = s). `norm_by_std=False` is Dr.GRPO: s_i - mean_g.
+    """
+    scores = rewards.sum(dim=-1)
+    advantages = torch.zeros_like(scores)
+    for members in _group_members(groups).values():
+        group = scores[members]
+        if len(members) == 1:
+            mean, std = torch.tensor(0.0), torch.tensor(1.0)
+        else:
+            mean, std = group.mean(), group.std()  # torch.std is unbiased
+        centred = group - mean
+        advantages[members] = centred / (std + epsilon) if norm_by_std else centred
+    return advantages[:, None] * mask
+
+
+@register("rloo")
+def rloo(
+    rewards: torch.Tensor, mask: torch.Tensor, groups: Sequence[str], **_: object
+) -> torch.Tensor:
+    """A_i = n/(n-1) · (s_i - mean_g) = s_i - mean of the other samples; a group of one: A = s."""
+    scores = rewards.sum(dim=-1)
+    advantages = scores.clone()
+    for members in _group_members(groups).values():
+        n = len(members)
+        if n > 1:
+            group = scores[members]
+            advantages[members] = n / (n - 1) * (group - group.mean())
+    return advantages[:, None] * mask
+
+
+@register("reinforce_plus_plus")
+def reinforce_plus_plus(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    groups: Sequence[str],
+    *,
+    gamma: float = 1.0,
+    **_: object,
+) -> torch.Tensor:
+    """Discounted returns G_t = r_t + γ G_{t+1} (carried across environment tokens), whitened
+    over the batch's model tokens."""
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
+    for t in reversed(range(rewards.shape[1])):
+        running = rewards[:, t] + gamma * running
+        returns[:, t] = running
+    return masked_whiten(returns, mask) * mask
+
+
+@register("reinforce_plus_plus_baseline")
+def reinforce_plus_plus_baseline(
+    rewards: torch.Tensor, mask: torch.Tensor, groups: Sequence[str], **_: object
+) -> torch.Tensor:
+    """(s_i - mean_g) on every model token, whitened over the batch."""
+    scores = rewards.sum(dim=-1)
+    centred = scores.clone()
+    for members in _group_members(groups).values():
+        centred[members] = scores[members] - scores[members].mean()
+    return masked_whiten(centred[:, None] * mask, mask) * mask

@@ -1,0 +1,97 @@
+"""Checkpoints: Hugging Face weights (full, or a PEFT adapter) with tokenizer, plus the
+optimizer, scheduler, RNG states and data position, so a run continues exactly.
+
+    <run>/checkpoints/step-N/model/            loadable with transformers / PEFT as is
+    <run>/checkpoints/step-N/trainer_state.pt  optimizer, scheduler, RNG, step, extra state
+    <run>/checkpoints/latest                   the newest complete checkpoint's name
+
+A checkpoint is written to a temporary folder and renamed when complete, so a crash while
+saving never leaves a half checkpoint behind; only the newest `keep` are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+PREFIX = "step-"
+
+
+def checkpoints_dir(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
+
+
+def rng_state() -> dict[str, Any]:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def is_peft(model: torch.nn.Module) -> bool:
+    return hasattr(model, "peft_config")
+
+
+def save(
+    run_dir: Path,
+    step: int,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    base_model: str,
+    state: dict[str, Any],
+    keep: int,
+) -> Path:
+    """Write checkpoint `step` atomically and prune old ones; returns its folder."""
+    root = checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{PREFIX}{step}"
+    staging = Path(tempfile.mkdtemp(prefix=f".{PREFIX}{step}-", dir=root))
+    try:
+        model_dir = staging / "model"
+        model.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+        meta = {"step": step, "base_model": base_model, "adapter": is_peft(model)}
+        (model_dir / "agenttrain.json").write_text(json.dumps(meta, indent=2))
+        torch.save({**state, "step": step, "rng": rng_state()}, staging / "trainer_state.pt")
+        if final.exists():
+            shutil.rmtree(final)
+        staging.rename(final)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    (root / "latest").write_text(final.name)
+    for old in sorted(root.glob(f"{PREFIX}*"), key=_step_of)[:-keep]:
+        shutil.rmtree(old)
+    return final
+
+
+def _step_of(folder: Path) -> int:
+    return int(folder.name.removeprefix(PREFIX))
+
+
+def latest(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint of a run, if any."""
+    root = checkpoints_dir(run_dir)
+    pointer = root / "latest"
+    if pointer.exists() and (root / pointer.read_text().strip()).is_dir():
+        return root / pointer.read_text().strip()
+    found = sorted(root.glob(f"{PREFIX}*"), key=_step_of) if root.is_dir() else []
+    return found[-1] if found else None
+
+
+def load_state(checkpoint: Path) -> dict[str, Any]:
+    return torch.load(checkpoint / "trainer_state.pt", weights_only=False)

@@ -1,0 +1,170 @@
+"""The `agenttrain train` recipe. Names follow verl where verl has one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agenttrain.rl.kl import KLType
+from agenttrain.rl.losses import AggMode
+from agenttrain.rollout.engine import RolloutConfig
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunConfig(Section):
+    name: str = "run"
+    out_dir: Path = Path("runs/run")
+    """The run folder: resolved config, metrics, checkpoints, trajectories, report."""
+    seed: int = 0
+
+
+class EnvConfig(Section):
+    name: str = "textcraft"
+    split: str = "train"
+    val_split: str = "val"
+    servers: list[str] = Field(default_factory=list, description="empty: in-process")
+    token: str | None = None
+
+
+class LoraConfig(Section):
+    enabled: bool = True
+    rank: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: str | list[str] = "all-linear"
+
+
+class ModelConfig(Section):
+    path: str = "smollm2-135m"
+    """A model spec: smollm2-135m, a model folder, or a checkpoint (e.g. of an SFT run)."""
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    device: str = "cpu"
+    generation_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    train_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Autocast precision of training passes (fp32 master weights and optimizer either way);
+    auto: bf16 on CUDA and on CPUs with native bf16, else fp32."""
+    gradient_checkpointing: bool = False
+
+
+class SamplingConfig(Section):
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0)
+
+
+class DataConfig(Section):
+    batch_tasks: int = Field(8, ge=1, description="tasks per step (verl: train_batch_size)")
+    group_size: int = Field(8, ge=1, description="episodes per task (verl: rollout.n)")
+
+
+class KLConfig(Section):
+    use_kl_loss: bool = False
+    coef: float = Field(0.001, ge=0)
+    type: KLType = "low_var_kl"
+    in_reward: bool = False
+    """Subtract β·KL(old ‖ ref) from the rewards instead of (or besides) the loss."""
+    in_reward_type: KLType = "k1"
+    adaptive: bool = False
+    target: float = Field(6.0, gt=0)
+    horizon: int = Field(10000, ge=1)
+
+
+class FilterGroupsConfig(Section):
+    enabled: bool = False
+    """Dynamic sampling: drop groups whose rewards have no variance (they teach nothing)."""
+
+
+class TurnsStage(Section):
+    until_step: int = Field(ge=1)
+    max_turns: int = Field(ge=1)
+
+
+class AlgorithmConfig(Section):
+    adv_estimator: Literal[
+        "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline"
+    ] = "grpo"
+    norm_adv_by_std: bool = True
+    """False gives Dr.GRPO (no division by the group's std)."""
+    epsilon: float = Field(1e-6, gt=0)
+    gamma: float = Field(1.0, ge=0, le=1)
+    kl: KLConfig = Field(default_factory=KLConfig)
+    filter_groups: FilterGroupsConfig = Field(default_factory=FilterGroupsConfig)
+    max_turns_schedule: list[TurnsStage] = Field(default_factory=list)
+    """ScalingInter-RL curriculum: max turns by step, e.g. [{until_step: 10, max_turns: 5}]."""
+
+
+class ActorConfig(Section):
+    lr: float = Field(1e-5, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(0, ge=0)
+    lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
+    ppo_epochs: int = Field(1, ge=1)
+    mini_batch_episodes: int | None = Field(None, ge=1, description="default: the whole batch")
+    micro_batch_tokens: int = Field(4096, ge=64, description="tokens per forward/backward")
+    clip_ratio_low: float = Field(0.2, ge=0)
+    clip_ratio_high: float = Field(0.2, ge=0, description="0.28: DAPO clip-higher")
+    clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip constant")
+    loss_agg_mode: AggMode = "token-mean"
+    entropy_coeff: float = Field(0.0, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    recompute_old_logprobs: bool = True
+    """Recompute old log-probs with the training weights (verl's default) instead of using the
+    rollout's (which may come from a bf16 generation copy)."""
+
+
+class CustomRewardConfig(Section):
+    path: Path | None = None
+    name: str = "compute_score"
+    kwargs: dict[str, object] = Field(default_factory=dict)
+
+
+class RewardConfig(Section):
+    custom_function: CustomRewardConfig = Field(default_factory=CustomRewardConfig)
+
+
+class TrainerConfig(Section):
+    total_steps: int = Field(20, ge=1)
+    save_freq: int = Field(5, ge=1)
+    keep_checkpoints: int = Field(2, ge=1)
+    test_freq: int = Field(5, ge=0, description="0: no validation")
+    val_tasks: int = Field(32, ge=1)
+    val_n: int = Field(1, ge=1)
+    val_temperature: float = Field(0.0, ge=0)
+    val_before_train: bool = True
+    resume: str = "auto"
+    """auto: continue from the run folder's last checkpoint if any; never; or a checkpoint path."""
+    loggers: list[Literal["console", "jsonl", "tensorboard", "wandb", "mlflow"]] = Field(
+        default_factory=lambda: ["console", "jsonl", "tensorboard"]
+    )
+    save_trajectories: bool = True
+
+
+class TrainConfig(Section):
+    run: RunConfig = Field(default_factory=RunConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    actor: ActorConfig = Field(default_factory=ActorConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        episodes = self.data.batch_tasks * self.data.group_size
+        mini = self.actor.mini_batch_episodes
+        if mini is not None and mini > episodes:
+            raise ValueError(
+                f"actor.mini_batch_episodes={mini} exceeds the {episodes} episodes of a step "
+                "(data.batch_tasks × data.group_size)"
+            )
+        if self.algorithm.adv_estimator in ("grpo", "rloo") and self.data.group_size < 2:
+            raise ValueError(f"{self.algorithm.adv_estimator} needs data.group_size >= 2")
+        return self

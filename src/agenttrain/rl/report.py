@@ -1,0 +1,112 @@
+"""A training run's `report.md` and plots, made from its metrics.jsonl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from agenttrain.rl import checkpoint
+from agenttrain.rl.tracking import read_metrics
+
+PANELS = (
+    ("reward and success", ("critic/score/mean", "env/success_rate", "val/success_rate")),
+    ("KL", ("actor/kl_loss", "actor/ppo_kl", "actor/reward_kl_penalty")),
+    ("entropy", ("actor/entropy",)),
+    ("response length (tokens)", ("response_length/mean",)),
+    ("turns per episode", ("num_turns/mean",)),
+    ("losses", ("actor/pg_loss", "actor/loss", "actor/grad_norm")),
+)
+HEADLINE = (
+    "critic/score/mean",
+    "env/success_rate",
+    "val/success_rate",
+    "actor/entropy",
+    "actor/kl_loss",
+    "response_length/mean",
+    "num_turns/mean",
+    "timing_s/step",
+)
+
+
+def _series(rows: list[dict[str, float]], key: str) -> tuple[list[float], list[float]]:
+    points = [(row["step"], row[key]) for row in rows if key in row]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def plot_training(rows: list[dict[str, float]], path: Path) -> None:
+    figure, axes = plt.subplots(2, 4, figsize=(18, 7))
+    flat = axes.flatten()
+    for axis, (title, keys) in zip(flat, PANELS, strict=False):
+        for key in keys:
+            steps, values = _series(rows, key)
+            if steps:
+                axis.plot(steps, values, marker="o", markersize=3, label=key)
+        axis.set_title(title)
+        axis.set_xlabel("step")
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=7)
+    timing_axis = flat[len(PANELS)]
+    timing_keys = sorted(
+        {k for row in rows for k in row if k.startswith("timing_s/") and k != "timing_s/step"}
+    )
+    steps = [row["step"] for row in rows if "timing_s/step" in row]
+    bottom = [0.0] * len(steps)
+    for key in timing_keys:
+        values = [row.get(key, 0.0) for row in rows if "timing_s/step" in row]
+        timing_axis.bar(steps, values, bottom=bottom, label=key.removeprefix("timing_s/"))
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    timing_axis.set_title("time per step (s)")
+    timing_axis.set_xlabel("step")
+    if timing_keys:
+        timing_axis.legend(fontsize=7)
+    for axis in flat[len(PANELS) + 1 :]:
+        axis.axis("off")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def write_training_report(run_dir: Path, config: object) -> Path:
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    path = run_dir / "report.md"
+    lines = [f"# Training run: {run_dir.name}", ""]
+    lines += [
+        f"Environment {config.env.name} ({config.env.split}); model {config.model.path} "  # type: ignore[attr-defined]
+        f"({'LoRA' if config.model.lora.enabled else 'full fine-tuning'}); "  # type: ignore[attr-defined]
+        f"{config.algorithm.adv_estimator}; {config.data.batch_tasks} tasks × "  # type: ignore[attr-defined]
+        f"{config.data.group_size} episodes per step.",
+        "",
+    ]  # type: ignore[attr-defined]
+    if rows:
+        first, last = rows[0], rows[-1]
+        lines += ["| metric | first | last |", "|---|---|---|"]
+        for key in HEADLINE:
+            start = next((r[key] for r in rows if key in r), None)
+            end = next((r[key] for r in reversed(rows) if key in r), None)
+            if start is not None:
+                lines.append(f"| {key} | {start:.4g} | {end:.4g} |")
+        lines += ["", f"Steps logged: {int(first['step'])}–{int(last['step'])}.", ""]
+        plot_training(rows, run_dir / "training.png")
+        lines += ["![training curves](training.png)", ""]
+    newest = checkpoint.latest(run_dir)
+    if newest is not None:
+        lines += [
+            "## Checkpoint",
+            "",
+            f"`{newest}`",
+            "",
+            f"- evaluate: `agenttrain eval --env {config.env.name} --model {run_dir}`",  # type: ignore[attr-defined]
+            f"- export: `agenttrain export {run_dir} --out {run_dir}/export --merge-lora`",
+            f"- resume: `agenttrain train {run_dir}/config.yaml trainer.resume=auto`",
+            "",
+        ]
+    lines += [
+        "Metrics per step: `metrics.jsonl` (verl's names); sampled episodes: `trajectories/`; "
+        "TensorBoard: `tensorboard --logdir " + str(run_dir / "tensorboard") + "`."
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path

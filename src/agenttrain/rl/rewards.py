@@ -1,0 +1,94 @@
+"""Custom reward functions with verl's signature, so a verl reward file works unchanged.
+
+    def compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs) -> float | dict
+
+`solution_str` is the episode's whole response (every turn, environment answers included),
+as verl decodes it; `ground_truth` is the task's details (TextCraft: its goal); `extra_info`
+carries the environment's reward, the per-turn rewards, the turn count and the task. A dict
+result must hold "score"; its other keys are logged. `async def` functions work too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agenttrain.rollout.trajectory import Trajectory
+
+
+class RewardFunctionError(ValueError):
+    pass
+
+
+def load_reward_function(path: Path, name: str) -> Callable[..., Any]:
+    if not path.exists():
+        raise RewardFunctionError(f"reward.custom_function.path: no such file: {path}")
+    spec = importlib.util.spec_from_file_location(f"agenttrain_reward_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise RewardFunctionError(f"reward.custom_function.path: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    function = getattr(module, name, None)
+    if not callable(function):
+        found = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        defined = ", ".join(found) or "nothing callable"
+        raise RewardFunctionError(
+            f"reward.custom_function.name: {path} has no function {name!r}; it defines: {defined}"
+        )
+    return function
+
+
+def solution_text(trajectory: Trajectory, tokenizer: Any = None) -> str:
+    """The whole response after the first observation, as verl's `solution_str`."""
+    if tokenizer is not None and trajectory.response_ids:
+        return tokenizer.decode(trajectory.response_ids, skip_special_tokens=True)
+    first = next(
+        (i for i, m in enumerate(trajectory.messages) if m["role"] == "assistant" and i >= 2), None
+    )
+    if first is None:
+        return ""
+    return "\n".join(m["content"] for m in trajectory.messages[first:])
+
+
+@dataclass
+class Scored:
+    score: float
+    extra: dict[str, float]
+
+
+def score_episode(
+    function: Callable[..., Any], trajectory: Trajectory, tokenizer: Any, kwargs: dict[str, Any]
+) -> Scored:
+    info = dict(trajectory.task_info)
+    result = function(
+        data_source=trajectory.env,
+        solution_str=solution_text(trajectory, tokenizer),
+        ground_truth=info.get("ground_truth", info.get("goal", info)),
+        extra_info={
+            **info,
+            "task_id": trajectory.task_id,
+            "env_reward": trajectory.reward,
+            "turn_scores": trajectory.turn_rewards,
+            "num_turns": trajectory.num_turns,
+            "success": trajectory.success,
+            "finish_reason": trajectory.finish_reason,
+        },
+        **kwargs,
+    )
+    if inspect.isawaitable(result):
+        result = asyncio.run(result)
+    if isinstance(result, dict):
+        if "score" not in result:
+            raise RewardFunctionError(
+                f"the reward function returned a dict without 'score': {result}"
+            )
+        extra = {
+            k: float(v) for k, v in result.items() if k != "score" and isinstance(v, (int, float))
+        }
+        return Scored(float(result["score"]), extra)
+    return Scored(float(result), {})

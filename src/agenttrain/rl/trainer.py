@@ -1,0 +1,706 @@
+"""The GRPO trainer (and relatives): rollout -> rewards -> advantages -> PPO update, per step.
+
+One process, CPU (fp32) or one CUDA GPU (bf16 autocast). Algorithms, numerics and metric names
+follow verl (`rl/advantages.py`, `rl/losses.py`, `rl/kl.py`), so results transfer to the
+cluster path. A step:
+
+1. sample `batch_tasks` training tasks (a pure function of seed and step), `group_size`
+   episodes each, played by the rollout engine with the current weights;
+2. score episodes (environment reward, or a custom verl-style reward function); drop
+   `env_error` episodes (counted) and, with dynamic sampling, groups without reward variance;
+3. recompute old log-probs with the training weights; reference log-probs if KL is used;
+4. advantages by the configured estimator; `ppo_epochs` passes over mini-batches, each
+   accumulated over micro-batches by token budget; gradient clipping; optimizer step;
+5. refresh the generation copy; log; validate, checkpoint and report on schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from agenttrain import config as config_io
+from agenttrain.envs import get_spec, make_env
+from agenttrain.eval.metrics import summarize
+from agenttrain.policy.base import SamplingParams
+from agenttrain.policy.hf import HFPolicy, resolve_inference_dtype
+from agenttrain.policy.models import load_hf, resolve
+from agenttrain.rl import checkpoint
+from agenttrain.rl.advantages import get_estimator
+from agenttrain.rl.batch import collate, micro_batches, pad_responses
+from agenttrain.rl.config import TrainConfig
+from agenttrain.rl.curriculum import max_turns_at
+from agenttrain.rl.kl import KLController, kl_penalty
+from agenttrain.rl.logprobs import response_logprobs
+from agenttrain.rl.losses import Totals, agg_loss, ppo_clip_loss
+from agenttrain.rl.report import write_training_report
+from agenttrain.rl.rewards import load_reward_function, score_episode
+from agenttrain.rl.tracking import Tracker
+from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
+from agenttrain.rollout.trajectory import Trajectory, write_jsonl
+from agenttrain.serving.client import EnvServerPool
+
+
+class TrainingError(RuntimeError):
+    pass
+
+
+@contextmanager
+def timed(timing: dict[str, float], name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timing[f"timing_s/{name}"] = (
+            timing.get(f"timing_s/{name}", 0.0) + time.perf_counter() - started
+        )
+
+
+def _stats(prefix: str, values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {
+        f"{prefix}/mean": fmean(values),
+        f"{prefix}/max": max(values),
+        f"{prefix}/min": min(values),
+    }
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, console: Console | None = None) -> None:
+        self.config = config
+        self.console = console or Console()
+        self.run_dir = config.run.out_dir
+        self.spec = get_spec(config.env.name)
+        self.train_tasks = list(self.spec.split(config.env.split))
+        self.val_tasks = (
+            list(self.spec.split(config.env.val_split))[: config.trainer.val_tasks]
+            if config.trainer.test_freq
+            else []
+        )
+        self.device = torch.device(config.model.device)
+        self.resume_from = self._find_resume_point()
+        self._seed_everything(config.run.seed)
+        self.model, self.tokenizer = self._build_model()
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.reference = self._build_reference()
+        self.policy = HFPolicy(
+            self.model,
+            self.tokenizer,
+            name=config.model.path,
+            system_prompt=config.rollout.system_prompt,
+            max_context=config.rollout.max_context,
+            inference_dtype=config.model.generation_dtype,
+        )
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=config.actor.lr, weight_decay=config.actor.weight_decay
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        kl = config.algorithm.kl
+        self.kl_ctrl = KLController(kl.coef, kl.adaptive, kl.target, kl.horizon)
+        custom = config.reward.custom_function
+        self.reward_fn = load_reward_function(custom.path, custom.name) if custom.path else None
+        self.step = 0
+        if self.resume_from is not None:
+            self._restore(self.resume_from)
+        self.stop_requested = False
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _find_resume_point(self) -> Path | None:
+        mode = self.config.trainer.resume
+        if mode == "never":
+            if checkpoint.latest(self.run_dir) is not None:
+                raise TrainingError(
+                    f"{self.run_dir} already holds checkpoints and trainer.resume=never; choose "
+                    "another run.out_dir, or trainer.resume=auto to continue it"
+                )
+            return None
+        if mode == "auto":
+            return checkpoint.latest(self.run_dir)
+        path = Path(mode)
+        if not (path / "trainer_state.pt").exists():
+            raise TrainingError(
+                f"trainer.resume={mode!r}: not a checkpoint folder (no trainer_state.pt)"
+            )
+        return path
+
+    @staticmethod
+    def _seed_everything(seed: int) -> None:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+
+    def _build_model(self) -> tuple[torch.nn.Module, Any]:
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        cfg = self.config.model
+        source = self.resume_from / "model" if self.resume_from else None
+        spec = resolve(str(source) if source else cfg.path)
+        model, tokenizer = load_hf(
+            spec, device=str(self.device), dtype=torch.float32, trainable=True
+        )
+        if isinstance(model, PeftModel) and not cfg.lora.enabled:
+            model = model.merge_and_unload()  # full fine-tuning from an adapter checkpoint
+        elif cfg.lora.enabled:
+            lora = LoraConfig(
+                r=cfg.lora.rank,
+                lora_alpha=cfg.lora.alpha,
+                lora_dropout=cfg.lora.dropout,
+                target_modules=cfg.lora.target_modules,
+                bias="none",
+                task_type="CAUSAL_LM",
+            )
+            model = get_peft_model(model, lora)
+        if cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            if hasattr(model, "enable_input_require_grads"):
+                model.enable_input_require_grads()
+        model.train()
+        return model, tokenizer
+
+    def _build_reference(self) -> torch.nn.Module | None:
+        """The KL reference: with LoRA the same model with its adapter disabled (no copy)."""
+        kl = self.config.algorithm.kl
+        if not (kl.use_kl_loss or kl.in_reward) or checkpoint.is_peft(self.model):
+            return None
+        import copy
+
+        reference = copy.deepcopy(self.model).eval()
+        for parameter in reference.parameters():
+            parameter.requires_grad_(False)
+        return reference
+
+    def _lr_factor(self, step: int) -> float:
+        actor, total = self.config.actor, self.config.trainer.total_steps
+        if actor.warmup_steps and step < actor.warmup_steps:
+            return (step + 1) / actor.warmup_steps
+        progress = (step - actor.warmup_steps) / max(1, total - actor.warmup_steps)
+        if actor.lr_schedule == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+        if actor.lr_schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        return 1.0
+
+    def _restore(self, folder: Path) -> None:
+        state = checkpoint.load_state(folder)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.kl_ctrl.load_state_dict(state["kl_controller"])
+        checkpoint.restore_rng(state["rng"])
+        self.step = int(state["step"])
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def train(self) -> Path:
+        config = self.config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(config_io.dump(config))
+        tracker = Tracker(
+            config.trainer.loggers,
+            self.run_dir,
+            config.run.name,
+            config.model_dump(mode="json"),
+            resume_step=self.step,
+        )
+        if self.resume_from is not None:
+            self.console.print(
+                f"resuming {self.run_dir} from {self.resume_from.name} (step {self.step})"
+            )
+        previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        last_saved = self.step if self.resume_from else None
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        try:
+            with Progress(*columns, console=self.console) as progress:
+                bar = progress.add_task(
+                    "training", total=config.trainer.total_steps, completed=self.step, status=""
+                )
+                if self.step == 0 and self.val_tasks and config.trainer.val_before_train:
+                    progress.update(bar, status="validating the starting model")
+                    tracker.log(self.validate(0), 0)
+                while self.step < config.trainer.total_steps and not self.stop_requested:
+                    self.step += 1
+                    metrics = self.train_step(self.step, progress, bar)
+                    if self.val_tasks and self.step % config.trainer.test_freq == 0:
+                        progress.update(bar, status="validating")
+                        metrics.update(self.validate(self.step))
+                    tracker.log(metrics, self.step)
+                    progress.update(bar, advance=1, status=self._status(metrics))
+                    if self.step % config.trainer.save_freq == 0 or self.stop_requested:
+                        self.save()
+                        last_saved = self.step
+            if last_saved != self.step:
+                self.save()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            tracker.close()
+        report = write_training_report(self.run_dir, config)
+        newest = checkpoint.latest(self.run_dir)
+        state = "stopped at" if self.stop_requested else "finished"
+        self.console.print(
+            f"[bold]{state} step {self.step}[/]\nRun: {self.run_dir}\nReport: {report}\n"
+            f"Checkpoint: {newest}"
+        )
+        return self.run_dir
+
+    def _on_interrupt(self, signum: int, frame: Any) -> None:
+        if self.stop_requested:
+            raise KeyboardInterrupt
+        self.stop_requested = True
+        self.console.print(
+            "[yellow]Ctrl-C: finishing this step, then saving a checkpoint "
+            "(press again to quit without saving)[/]"
+        )
+
+    @staticmethod
+    def _status(metrics: dict[str, float]) -> str:
+        parts = [f"reward {metrics.get('critic/score/mean', float('nan')):.3f}"]
+        for key, label in (
+            ("val/success_rate", "val"),
+            ("actor/kl_loss", "kl"),
+            ("actor/entropy", "entropy"),
+            ("actor/pg_loss", "loss"),
+        ):
+            if key in metrics:
+                parts.append(f"{label} {metrics[key]:.3g}")
+        return " · ".join(parts)
+
+    def save(self) -> Path:
+        state = {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "kl_controller": self.kl_ctrl.state_dict(),
+        }
+        folder = checkpoint.save(
+            self.run_dir,
+            self.step,
+            self.model,
+            self.tokenizer,
+            self.config.model.path,
+            state,
+            self.config.trainer.keep_checkpoints,
+        )
+        write_training_report(self.run_dir, self.config)
+        return folder
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def tasks_for(self, step: int) -> list[int]:
+        """The step's tasks: consecutive slices of per-epoch shuffles of the training split."""
+        size, count = self.config.data.batch_tasks, len(self.train_tasks)
+        chosen = []
+        for index in range((step - 1) * size, step * size):
+            epoch, position = divmod(index, count)
+            order = list(self.train_tasks)
+            random.Random(f"{self.config.run.seed}/epoch/{epoch}").shuffle(order)
+            chosen.append(order[position])
+        return chosen
+
+    def _rollout(
+        self, requests: list[EpisodeRequest], sampling: SamplingParams, max_turns: int
+    ) -> tuple[list[Trajectory], dict[str, float]]:
+        rollout = self.config.rollout.model_copy(update={"max_turns": max_turns})
+        engine = RolloutEngine(
+            self.policy, self.spec, lambda: make_env(self.spec.name), rollout, sampling
+        )
+        env = self.config.env
+
+        async def play() -> list[Trajectory]:
+            if not env.servers:
+                return await engine.run(requests)
+            async with EnvServerPool(self.spec, env.servers, token=env.token) as pool:
+                engine.env_factory = pool.environment
+                return await engine.run(requests)
+
+        trajectories = asyncio.run(play())
+        return trajectories, dict(engine.stats)
+
+    def train_step(
+        self, step: int, progress: Progress | None = None, bar: Any = None
+    ) -> dict[str, float]:
+        config = self.config
+        timing: dict[str, float] = {}
+        metrics: dict[str, float] = {
+            "training/global_step": step,
+            "training/epoch": (step - 1) * config.data.batch_tasks // len(self.train_tasks),
+        }
+        default_turns = config.rollout.max_turns or self.spec.default_max_turns
+        max_turns = max_turns_at(step, config.algorithm.max_turns_schedule, default_turns)
+        sampling = SamplingParams(
+            temperature=config.sampling.temperature,
+            top_p=config.sampling.top_p,
+            top_k=config.sampling.top_k,
+            max_new_tokens=config.rollout.max_new_tokens,
+        )
+        requests = [
+            EpisodeRequest(
+                task,
+                group_id=f"{step}:{task}",
+                sample=sample,
+                seed=derive_seed(config.run.seed, "train", step),
+            )
+            for task in self.tasks_for(step)
+            for sample in range(config.data.group_size)
+        ]
+        if progress is not None:
+            progress.update(bar, status=f"step {step}: playing {len(requests)} episodes")
+        with timed(timing, "gen"):
+            trajectories, stats = self._rollout(requests, sampling, max_turns)
+        with timed(timing, "reward"):
+            scores, reward_extra = self._score(trajectories)
+        if config.trainer.save_trajectories:
+            write_jsonl(self.run_dir / "trajectories" / f"step-{step:06d}.jsonl", trajectories)
+        usable = [i for i, t in enumerate(trajectories) if t.finish_reason != "env_error"]
+        kept, filtered = self._filter_groups(trajectories, scores, usable)
+        metrics.update(self._rollout_metrics(trajectories, scores, usable, stats, max_turns))
+        metrics.update(reward_extra)
+        metrics["rollout/filtered_groups"] = filtered
+        metrics["rollout/trained_episodes"] = len(kept)
+        if progress is not None:
+            progress.update(bar, status=f"step {step}: updating on {len(kept)} episodes")
+        if kept:
+            metrics.update(
+                self._learn([trajectories[i] for i in kept], [scores[i] for i in kept], timing)
+            )
+            with timed(timing, "update_weights"):
+                self.policy.sync_weights()
+        self.scheduler.step()
+        metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
+        timing["timing_s/step"] = sum(timing.values())
+        metrics.update(timing)
+        generated = metrics.get("perf/generated_tokens", 0.0)
+        metrics["perf/throughput"] = generated / max(timing["timing_s/gen"], 1e-9)
+        return metrics
+
+    def _score(self, trajectories: list[Trajectory]) -> tuple[list[float], dict[str, float]]:
+        if self.reward_fn is None:
+            return [t.reward if t.reward is not None else 0.0 for t in trajectories], {}
+        scores, extras = [], {}
+        kwargs = dict(self.config.reward.custom_function.kwargs)
+        for trajectory in trajectories:
+            if trajectory.finish_reason == "env_error":
+                scores.append(0.0)  # excluded from training below; never scored
+                continue
+            scored = score_episode(self.reward_fn, trajectory, self.tokenizer, kwargs)
+            scores.append(scored.score)
+            for key, value in scored.extra.items():
+                extras.setdefault(f"reward_extra/{key}", []).append(value)
+        return scores, {key: fmean(values) for key, values in extras.items()}
+
+    def _filter_groups(
+        self, trajectories: list[Trajectory], scores: list[float], usable: list[int]
+    ) -> tuple[list[int], int]:
+        if not self.config.algorithm.filter_groups.enabled:
+            return usable, 0
+        groups: dict[str, list[int]] = {}
+        for index in usable:
+            groups.setdefault(trajectories[index].group_id, []).append(index)
+        kept = [
+            i
+            for members in groups.values()
+            if len({scores[m] for m in members}) > 1
+            for i in members
+        ]
+        return sorted(kept), sum(
+            1 for members in groups.values() if len({scores[m] for m in members}) <= 1
+        )
+
+    def _rollout_metrics(
+        self,
+        trajectories: list[Trajectory],
+        scores: list[float],
+        usable: list[int],
+        stats: dict[str, float],
+        max_turns: int,
+    ) -> dict[str, float]:
+        valid = [trajectories[i] for i in usable]
+        metrics: dict[str, float] = {
+            "rollout/episodes": len(trajectories),
+            "rollout/env_error_episodes": len(trajectories) - len(usable),
+            "rollout/max_turns": max_turns,
+            "perf/generated_tokens": stats.get("generated_tokens", 0),
+        }
+        metrics.update(_stats("critic/score", [scores[i] for i in usable]))
+        metrics.update(_stats("response_length", [len(t.response_ids) for t in valid]))
+        metrics.update(_stats("prompt_length", [len(t.prompt_ids) for t in valid]))
+        metrics.update(_stats("num_turns", [t.num_turns for t in valid]))
+        if valid:
+            metrics["env/success_rate"] = fmean(t.success for t in valid)
+            turns = sum(t.num_turns for t in valid)
+            metrics["env/format_error_rate"] = sum(t.format_errors for t in valid) / max(turns, 1)
+            metrics["response_length/clip_ratio"] = fmean(
+                t.finish_reason == "context_limit" for t in valid
+            )
+        return metrics
+
+    # -- learning ---------------------------------------------------------------------------
+
+    def _autocast(self) -> Any:
+        dtype = resolve_inference_dtype(self.config.model.train_dtype, self.device)
+        if dtype == torch.float32:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    @property
+    def on_policy_shortcut(self) -> bool:
+        """One PPO epoch over one mini-batch: the update's forward pass sees exactly the old
+        weights, so its (detached) log-probs are the old log-probs; no separate pass."""
+        actor = self.config.actor
+        episodes = self.config.data.batch_tasks * self.config.data.group_size
+        return actor.ppo_epochs == 1 and (actor.mini_batch_episodes or episodes) >= episodes
+
+    def _logprobs(
+        self, model: torch.nn.Module, episodes: list[Trajectory], with_entropy: bool
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """Per-episode log-probs (and entropies) of response tokens, without gradients."""
+        temperature = self.config.sampling.temperature
+        logprobs: list[torch.Tensor] = []
+        entropies: list[torch.Tensor] = []
+        lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
+        with torch.no_grad(), self._autocast():
+            for micro in micro_batches(lengths, self.config.actor.micro_batch_tokens):
+                batch = collate(
+                    [episodes[i] for i in micro], self.policy.decoder.pad_id, self.device
+                )
+                values, entropy = response_logprobs(model, batch, temperature, with_entropy)
+                for row, index in enumerate(micro):
+                    width = len(episodes[index].response_ids)
+                    logprobs.append(values[row, :width].float().cpu())
+                    if entropy is not None:
+                        entropies.append(entropy[row, :width].float().cpu())
+        return logprobs, entropies if with_entropy else None
+
+    def _reference_logprobs(self, episodes: list[Trajectory]) -> list[torch.Tensor]:
+        if self.reference is not None:
+            return self._logprobs(self.reference, episodes, False)[0]
+        with self.model.disable_adapter():  # LoRA: the base model is the reference
+            return self._logprobs(self.model, episodes, False)[0]
+
+    def _learn(
+        self, episodes: list[Trajectory], scores: list[float], timing: dict[str, float]
+    ) -> dict[str, float]:
+        config, actor, kl = self.config, self.config.actor, self.config.algorithm.kl
+        metrics: dict[str, float] = {}
+        width = max(len(t.response_ids) for t in episodes)
+        mask = pad_responses([t.response_mask for t in episodes], width)
+        old_logprobs = None  # None: the update's own forward pass provides them
+        needs_old = kl.in_reward or not (actor.recompute_old_logprobs and self.on_policy_shortcut)
+        if needs_old:
+            with timed(timing, "old_log_prob"):
+                if actor.recompute_old_logprobs:
+                    old = self._logprobs(self.model, episodes, with_entropy=False)[0]
+                else:
+                    old = [torch.tensor(t.logprobs) for t in episodes]
+            old_logprobs = pad_responses(old, width)
+        ref_logprobs = None
+        if kl.use_kl_loss or kl.in_reward:
+            with timed(timing, "ref"):
+                ref_logprobs = pad_responses(self._reference_logprobs(episodes), width)
+        rewards = torch.zeros(len(episodes), width)
+        for row, score in enumerate(scores):
+            model_positions = mask[row].nonzero()
+            if len(model_positions):
+                rewards[row, int(model_positions[-1])] = score
+        if kl.in_reward and ref_logprobs is not None and old_logprobs is not None:
+            penalty = kl_penalty(old_logprobs, ref_logprobs, kl.in_reward_type) * mask
+            rewards = rewards - self.kl_ctrl.value * penalty
+            current = float((penalty.sum(-1) / mask.sum(-1).clamp(min=1)).mean())
+            metrics["actor/reward_kl_penalty"] = current
+            metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
+            self.kl_ctrl.update(current, len(episodes))
+        metrics.update(_stats("critic/rewards", rewards.sum(-1).tolist()))
+        with timed(timing, "adv"):
+            estimator = get_estimator(config.algorithm.adv_estimator)
+            advantages = estimator(
+                rewards,
+                mask,
+                [t.group_id for t in episodes],
+                epsilon=config.algorithm.epsilon,
+                norm_by_std=config.algorithm.norm_adv_by_std,
+                gamma=config.algorithm.gamma,
+            )
+        token_advantages = advantages[mask.bool()]
+        if len(token_advantages):
+            metrics.update(_stats("critic/advantages", token_advantages.tolist()))
+        with timed(timing, "update_actor"):
+            metrics.update(self._update(episodes, mask, old_logprobs, ref_logprobs, advantages))
+        return metrics
+
+    def _update(
+        self,
+        episodes: list[Trajectory],
+        mask: torch.Tensor,
+        old_logprobs: torch.Tensor | None,
+        ref_logprobs: torch.Tensor | None,
+        advantages: torch.Tensor,
+    ) -> dict[str, float]:
+        """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches."""
+        actor, kl = self.config.actor, self.config.algorithm.kl
+        temperature = self.config.sampling.temperature
+        size = actor.mini_batch_episodes or len(episodes)
+        lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
+        history: dict[str, list[float]] = {}
+        for _ in range(actor.ppo_epochs):
+            for start in range(0, len(episodes), size):
+                indices = list(range(start, min(start + size, len(episodes))))
+                sub_mask = mask[indices]
+                totals = Totals(
+                    tokens=int(sub_mask.sum()),
+                    sequences=int((sub_mask.sum(-1) > 0).sum()),
+                    norm_length=mask.shape[1],
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                sums: dict[str, float] = {}
+                for micro in micro_batches([lengths[i] for i in indices], actor.micro_batch_tokens):
+                    rows = [indices[i] for i in micro]
+                    parts = self._micro_step(
+                        episodes,
+                        rows,
+                        mask,
+                        old_logprobs,
+                        ref_logprobs,
+                        advantages,
+                        totals,
+                        temperature,
+                    )
+                    for key, value in parts.items():
+                        sums[key] = sums.get(key, 0.0) + value
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, actor.grad_clip))
+                if math.isfinite(grad_norm):
+                    self.optimizer.step()
+                else:
+                    sums["actor/skipped_updates"] = 1.0
+                sums["actor/grad_norm"] = grad_norm
+                for key, value in sums.items():
+                    history.setdefault(key, []).append(value)
+        metrics = {key: fmean(values) for key, values in history.items()}
+        if kl.use_kl_loss:
+            metrics["actor/kl_coef"] = kl.coef
+        return metrics
+
+    def _micro_step(
+        self,
+        episodes: list[Trajectory],
+        rows: list[int],
+        mask: torch.Tensor,
+        old_logprobs: torch.Tensor | None,
+        ref_logprobs: torch.Tensor | None,
+        advantages: torch.Tensor,
+        totals: Totals,
+        temperature: float,
+    ) -> dict[str, float]:
+        """Forward and backward one micro-batch; returns its share of the step's metrics.
+
+        Losses are normalised by the mini-batch totals, so micro-batch losses add up to the
+        mini-batch loss (and so do the per-token metrics, weighted by their token share).
+        """
+        actor, kl = self.config.actor, self.config.algorithm.kl
+        batch = collate([episodes[i] for i in rows], self.policy.decoder.pad_id, self.device)
+        width = batch.response_mask.shape[1]
+        micro_mask = mask[rows, :width].to(self.device)
+        with self._autocast():
+            logprobs, entropy = response_logprobs(self.model, batch, temperature, with_entropy=True)
+        logprobs = logprobs.float()
+        assert entropy is not None
+        entropy = entropy.float()
+        if old_logprobs is None:
+            old = logprobs.detach()
+        else:
+            old = old_logprobs[rows, :width].to(self.device)
+        policy = ppo_clip_loss(
+            logprobs,
+            old,
+            advantages[rows, :width].to(self.device),
+            micro_mask,
+            clip_low=actor.clip_ratio_low,
+            clip_high=actor.clip_ratio_high,
+            clip_c=actor.clip_ratio_c,
+            agg_mode=actor.loss_agg_mode,
+            totals=totals,
+        )
+        share = float(micro_mask.sum()) / max(totals.tokens, 1)
+        loss = policy.loss
+        parts = {
+            "actor/pg_loss": float(policy.loss.detach()),
+            "actor/pg_clipfrac": float(policy.clipfrac) * share,
+            "actor/pg_clipfrac_lower": float(policy.clipfrac_lower) * share,
+            "actor/ppo_kl": float(policy.ppo_kl) * share,
+            "actor/entropy": float(agg_loss(entropy.detach(), micro_mask, "token-mean", totals)),
+        }
+        if actor.entropy_coeff > 0:
+            entropy_loss = agg_loss(entropy, micro_mask, actor.loss_agg_mode, totals)
+            loss = loss - actor.entropy_coeff * entropy_loss
+            parts["actor/entropy_loss"] = float(entropy_loss.detach())
+        if kl.use_kl_loss and ref_logprobs is not None:
+            reference = ref_logprobs[rows, :width].to(self.device)
+            kl_value = agg_loss(
+                kl_penalty(logprobs, reference, kl.type), micro_mask, actor.loss_agg_mode, totals
+            )
+            loss = loss + kl.coef * kl_value
+            parts["actor/kl_loss"] = float(kl_value.detach())
+        loss.backward()
+        parts["actor/loss"] = float(loss.detach())
+        return parts
+
+    # -- validation ---------------------------------------------------------------------------
+
+    def validate(self, step: int) -> dict[str, float]:
+        """Play the held-out tasks with the eval engine; `val/*` metrics."""
+        config = self.config.trainer
+        sampling = SamplingParams(
+            temperature=config.val_temperature,
+            top_p=self.config.sampling.top_p,
+            max_new_tokens=self.config.rollout.max_new_tokens,
+        )
+        requests = [
+            EpisodeRequest(
+                task,
+                group_id=f"val:{task}",
+                sample=sample,
+                seed=derive_seed(self.config.run.seed, "val", sample),
+            )
+            for task in self.val_tasks
+            for sample in range(config.val_n)
+        ]
+        default_turns = self.config.rollout.max_turns or self.spec.default_max_turns
+        self.model.eval()
+        try:
+            trajectories, _ = self._rollout(requests, sampling, default_turns)
+        finally:
+            self.model.train()
+        if self.config.trainer.save_trajectories:
+            write_jsonl(self.run_dir / "trajectories" / f"val-step-{step:06d}.jsonl", trajectories)
+        summary = summarize(trajectories)
+        metrics = {
+            f"val/{key}": value
+            for key, value in summary.items()
+            if isinstance(value, (int, float)) and key != "generated_tokens"
+        }
+        return metrics
