@@ -66,3 +66,12 @@ def tiny_model(tokenizer):
         initializer_range=0.2,
     )
     return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tiny_model, tokenizer):
+    """The tiny random model as a model folder (with SmolLM2's tokenizer)."""
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tiny_model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -21,6 +21,7 @@ import math
 import random
 import signal
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -160,8 +161,11 @@ class Trainer:
         model, tokenizer = load_hf(
             spec, device=str(self.device), dtype=torch.float32, trainable=True
         )
-        if isinstance(model, PeftModel) and not cfg.lora.enabled:
-            model = model.merge_and_unload()  # full fine-tuning from an adapter checkpoint
+        if isinstance(model, PeftModel):
+            # An adapter checkpoint (ours, or an SFT run's): keep training it, or merge it
+            # into the base for full fine-tuning.
+            if not cfg.lora.enabled:
+                model = model.merge_and_unload()
         elif cfg.lora.enabled:
             lora = LoraConfig(
                 r=cfg.lora.rank,
@@ -391,7 +395,11 @@ class Trainer:
             )
             with timed(timing, "update_weights"):
                 self.policy.sync_weights()
-        self.scheduler.step()
+        with (
+            warnings.catch_warnings()
+        ):  # a step that trained on nothing still advances the schedule
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+            self.scheduler.step()
         metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
         timing["timing_s/step"] = sum(timing.values())
         metrics.update(timing)

@@ -1,0 +1,268 @@
+"""The trainer on the tiny model: metrics, KL, failures, dynamic sampling, checkpoints, export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from agenttrain.config import load
+from agenttrain.envs import EnvSpec, LocalEnvironment, WireProtocol
+from agenttrain.envs.largest import SPEC as LARGEST
+from agenttrain.envs.registry import register
+from agenttrain.rl import checkpoint
+from agenttrain.rl.config import TrainConfig, TurnsStage
+from agenttrain.rl.curriculum import max_turns_at
+from agenttrain.rl.export import export
+from agenttrain.rl.tracking import read_metrics
+from agenttrain.rl.trainer import Trainer, TrainingError
+
+RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
+
+
+def recipe(model_dir, out_dir, *overrides) -> TrainConfig:
+    return load(
+        TrainConfig,
+        RECIPE,
+        [
+            f"model.path={model_dir}",
+            f"run.out_dir={out_dir}",
+            "data.batch_tasks=4",
+            "data.group_size=4",
+            "trainer.total_steps=2",
+            "trainer.test_freq=2",
+            "trainer.val_tasks=8",
+            "trainer.save_freq=2",
+            "trainer.loggers=[jsonl]",
+            *overrides,
+        ],
+    )
+
+
+def train(config: TrainConfig) -> list[dict]:
+    Trainer(config).train()
+    return read_metrics(config.run.out_dir / "metrics.jsonl")
+
+
+def test_a_run_logs_verl_metrics_and_writes_a_complete_run_folder(tiny_model_dir, tmp_path):
+    rows = train(recipe(tiny_model_dir, tmp_path / "run"))
+    assert [row["step"] for row in rows] == [0, 1, 2]
+    assert "val/success_rate" in rows[0] and "val/success_rate" in rows[2]
+    for key in (
+        "critic/score/mean",
+        "critic/advantages/mean",
+        "actor/pg_loss",
+        "actor/entropy",
+        "actor/grad_norm",
+        "actor/lr",
+        "response_length/mean",
+        "num_turns/mean",
+        "timing_s/gen",
+        "timing_s/update_actor",
+        "timing_s/step",
+        "perf/throughput",
+        "rollout/env_error_episodes",
+        "training/global_step",
+    ):
+        assert key in rows[1], key
+    run = tmp_path / "run"
+    assert (run / "config.yaml").exists() and (run / "report.md").exists()
+    assert (run / "training.png").stat().st_size > 10_000
+    assert len(list((run / "trajectories").glob("step-*.jsonl"))) == 2
+    newest = checkpoint.latest(run)
+    assert newest == run / "checkpoints" / "step-2"
+    assert (newest / "model" / "adapter_config.json").exists()
+    assert json.loads((newest / "model" / "agenttrain.json").read_text())["step"] == 2
+
+
+def test_kl_to_the_reference_is_zero_at_the_first_step(tiny_model_dir, tmp_path):
+    rows = train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "algorithm.kl.use_kl_loss=true",
+            "algorithm.kl.coef=0.1",
+            "trainer.test_freq=0",
+            "actor.entropy_coeff=0.05",
+        )
+    )
+    assert rows[0]["actor/kl_loss"] == 0.0  # LoRA starts as the identity: policy == reference
+    assert rows[1]["actor/kl_loss"] > 0.0  # after one update they differ
+
+
+def test_full_fine_tuning_uses_a_frozen_reference_copy(tiny_model_dir, tmp_path):
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        "model.lora.enabled=false",
+        "algorithm.kl.use_kl_loss=true",
+        "trainer.total_steps=1",
+        "trainer.test_freq=0",
+        "actor.entropy_coeff=0.05",
+    )
+    trainer = Trainer(config)
+    assert trainer.reference is not None
+    before = {k: v.clone() for k, v in trainer.reference.state_dict().items()}
+    trainer.train()
+    rows = read_metrics(config.run.out_dir / "metrics.jsonl")
+    assert rows[0]["actor/kl_loss"] == 0.0
+    assert all(torch.equal(before[k], v) for k, v in trainer.reference.state_dict().items())
+    changed = AutoModelForCausalLM.from_pretrained(checkpoint.latest(config.run.out_dir) / "model")
+    original = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert not torch.equal(changed.lm_head.weight, original.lm_head.weight)
+
+
+class FlakyLargest(LocalEnvironment):
+    """Largest Number whose odd tasks crash on step: env errors must not become rewards."""
+
+    spec = EnvSpec(
+        **{
+            **{f: getattr(LARGEST, f) for f in LARGEST.__dataclass_fields__},
+            "name": "flaky-largest",
+            "protocol": WireProtocol(root_text="flaky"),
+        }
+    )
+
+    def reset_sync(self, task_id):
+        from agenttrain.envs.largest import LargestEnv
+
+        self.inner, self.task = LargestEnv(), task_id
+        return self.inner.reset_sync(task_id)
+
+    def step_sync(self, action):
+        if self.task % 2:
+            raise RuntimeError("simulator crashed")
+        return self.inner.step_sync(action)
+
+
+def test_environment_errors_are_excluded_from_training_and_counted(tiny_model_dir, tmp_path):
+    register(FlakyLargest.spec, FlakyLargest)
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        "env.name=flaky-largest",
+        "trainer.total_steps=1",
+        "trainer.test_freq=0",
+    )
+    trainer = Trainer(config)
+    odd = sum(t % 2 for t in trainer.tasks_for(1)) * 4
+    rows = train(config)
+    assert rows[0]["rollout/env_error_episodes"] == odd
+    assert rows[0]["rollout/trained_episodes"] == 16 - odd
+    episodes = [
+        json.loads(line)
+        for line in (tmp_path / "run" / "trajectories" / "step-000001.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    assert sum(e["reward"] is None for e in episodes) == odd
+
+
+def test_dynamic_sampling_drops_groups_without_reward_variance(tiny_model_dir, tmp_path):
+    rows = train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "algorithm.filter_groups.enabled=true",
+            "trainer.total_steps=1",
+            "trainer.test_freq=0",
+        )
+    )
+    filtered = rows[0]["rollout/filtered_groups"]
+    assert filtered >= 1  # the random model rarely answers right: most groups are all zero
+    assert rows[0]["rollout/trained_episodes"] == 16 - 4 * filtered
+
+
+def test_custom_reward_functions_use_verls_signature(tiny_model_dir, tmp_path):
+    reward_file = tmp_path / "reward.py"
+    reward_file.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info, bonus=0.0):\n"
+        "    assert data_source == 'largest' and 'task_id' in extra_info\n"
+        "    return {'score': 0.25 + bonus, 'length': float(len(solution_str))}\n"
+    )
+    rows = train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            f"reward.custom_function.path={reward_file}",
+            "reward.custom_function.kwargs={bonus: 0.5}",
+            "trainer.total_steps=1",
+            "trainer.test_freq=0",
+        )
+    )
+    assert rows[0]["critic/score/mean"] == pytest.approx(0.75)
+    assert rows[0]["reward_extra/length"] > 0
+
+
+def test_only_the_newest_checkpoints_are_kept(tiny_model_dir, tmp_path):
+    train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "trainer.total_steps=3",
+            "trainer.save_freq=1",
+            "trainer.keep_checkpoints=2",
+            "trainer.test_freq=0",
+        )
+    )
+    kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step-*"))
+    assert kept == ["step-2", "step-3"]
+    assert (tmp_path / "run" / "checkpoints" / "latest").read_text() == "step-3"
+
+
+def test_resume_never_refuses_to_overwrite_a_run(tiny_model_dir, tmp_path):
+    train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "trainer.total_steps=1",
+            "trainer.test_freq=0",
+            "trainer.save_freq=1",
+        )
+    )
+    with pytest.raises(TrainingError, match=r"already holds checkpoints and trainer\.resume=never"):
+        Trainer(recipe(tiny_model_dir, tmp_path / "run", "trainer.resume=never"))
+
+
+def test_export_merges_lora_into_a_plain_model(tiny_model_dir, tmp_path):
+    train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "trainer.total_steps=1",
+            "trainer.test_freq=0",
+            "trainer.save_freq=1",
+            "actor.entropy_coeff=0.1",
+        )
+    )
+    merged = export(str(tmp_path / "run"), tmp_path / "merged", merge_lora=True)
+    adapter = export(str(tmp_path / "run"), tmp_path / "adapter", merge_lora=False)
+    from peft import PeftModel
+
+    plain = AutoModelForCausalLM.from_pretrained(merged)
+    assert not hasattr(plain, "peft_config")
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with_adapter = PeftModel.from_pretrained(base, adapter)
+    ids = torch.tensor([[1, 200, 300, 400]])
+    with torch.no_grad():
+        assert torch.allclose(plain(ids).logits, with_adapter(ids).logits, atol=1e-4)
+    with pytest.raises(ValueError, match="not empty"):
+        export(str(tmp_path / "run"), tmp_path / "merged")
+
+
+def test_the_max_turn_curriculum_follows_its_schedule():
+    schedule = [TurnsStage(until_step=2, max_turns=5), TurnsStage(until_step=4, max_turns=10)]
+    assert [max_turns_at(s, schedule, 20) for s in (1, 2, 3, 4, 5, 99)] == [5, 5, 10, 10, 10, 10]
+    assert max_turns_at(3, [], 20) == 20
+
+
+def test_task_sampling_covers_every_task_each_epoch(tiny_model_dir, tmp_path):
+    config = recipe(tiny_model_dir, tmp_path / "run", "env.split=val", "data.batch_tasks=10")
+    trainer = Trainer(config)
+    first_epoch = [t for step in range(1, 11) for t in trainer.tasks_for(step)]
+    assert sorted(first_epoch) == list(range(1000, 1100))
+    assert trainer.tasks_for(11) != trainer.tasks_for(1)  # a new shuffle for epoch 2
+    assert trainer.tasks_for(3) == Trainer(config).tasks_for(3)  # a pure function of seed and step
