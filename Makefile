@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/agenttrain demo
+	$(BIN)/agenttrain train configs/textcraft_grpo.yaml
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks

@@ -75,8 +75,22 @@ def test_bad_environment_choices_are_clear_errors(args, message):
     assert message in " ".join(result.output.split())
 
 
-@pytest.mark.parametrize("command", ["envs", "serve", "play", "demo"])
+@pytest.mark.parametrize(
+    "command", ["envs", "serve", "play", "selfplay", "eval", "show", "train", "export"]
+)
 def test_every_command_documents_an_example(command):
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "Example: agenttrain" in result.output
+
+
+def test_selfplay_checks_the_whole_environment_stack():
+    result = subprocess.run(
+        [*AGENTTRAIN, "selfplay", "--split", "val"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "COLUMNS": "200"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "44 (100%)" in result.stdout  # every validation task solved through the server

@@ -147,15 +147,15 @@ def play(
 
 
 @app.command()
-def demo(
+def selfplay(
     split: Annotated[str, typer.Option(help="TextCraft split to play.")] = "test",
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes in flight.")] = 16,
 ) -> None:
-    """Run the embedded default end to end on this machine.
+    """Check the environment stack: a TextCraft server, the oracle playing a split through it.
 
-    Example: agenttrain demo
+    Example: agenttrain selfplay --split test
     """
-    from agenttrain.demo import run_demo
+    from agenttrain.selfplay import run_demo
 
     raise typer.Exit(run_demo(split=split, concurrency=concurrency, console=console))
 

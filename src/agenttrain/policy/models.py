@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -173,5 +174,7 @@ def load_hf(
     if spec.base is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, spec.path, is_trainable=trainable)
+        with warnings.catch_warnings():  # PEFT calls a transformers API deprecated in v5
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing`")
+            model = PeftModel.from_pretrained(model, spec.path, is_trainable=trainable)
     return model, tokenizer

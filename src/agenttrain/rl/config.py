@@ -105,7 +105,9 @@ class ActorConfig(Section):
     lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
     ppo_epochs: int = Field(1, ge=1)
     mini_batch_episodes: int | None = Field(None, ge=1, description="default: the whole batch")
-    micro_batch_tokens: int = Field(4096, ge=64, description="tokens per forward/backward")
+    micro_batch_tokens: int = Field(2048, ge=64, description="tokens per forward/backward")
+    """Measured here: 2048 for short episodes, 1024 for ~1000-token TextCraft episodes (one
+    episode per micro-batch: no padding) beat larger budgets in time and memory."""
     clip_ratio_low: float = Field(0.2, ge=0)
     clip_ratio_high: float = Field(0.2, ge=0, description="0.28: DAPO clip-higher")
     clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip constant")

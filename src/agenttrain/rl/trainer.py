@@ -20,10 +20,7 @@ import asyncio
 import math
 import random
 import signal
-import time
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -44,19 +41,17 @@ from agenttrain import config as config_io
 from agenttrain.envs import get_spec, make_env
 from agenttrain.eval.metrics import summarize
 from agenttrain.policy.base import SamplingParams
-from agenttrain.policy.hf import HFPolicy, resolve_inference_dtype
+from agenttrain.policy.hf import HFPolicy
 from agenttrain.policy.models import load_hf, resolve
 from agenttrain.rl import checkpoint
-from agenttrain.rl.advantages import get_estimator
-from agenttrain.rl.batch import collate, micro_batches, pad_responses
 from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.curriculum import max_turns_at
-from agenttrain.rl.kl import KLController, kl_penalty
-from agenttrain.rl.logprobs import response_logprobs
-from agenttrain.rl.losses import Totals, agg_loss, ppo_clip_loss
+from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
 from agenttrain.rl.rewards import load_reward_function, score_episode
+from agenttrain.rl.stats import stats, timed
 from agenttrain.rl.tracking import Tracker
+from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
 from agenttrain.serving.client import EnvServerPool
@@ -64,27 +59,6 @@ from agenttrain.serving.client import EnvServerPool
 
 class TrainingError(RuntimeError):
     pass
-
-
-@contextmanager
-def timed(timing: dict[str, float], name: str) -> Iterator[None]:
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        timing[f"timing_s/{name}"] = (
-            timing.get(f"timing_s/{name}", 0.0) + time.perf_counter() - started
-        )
-
-
-def _stats(prefix: str, values: Sequence[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    return {
-        f"{prefix}/mean": fmean(values),
-        f"{prefix}/max": max(values),
-        f"{prefix}/min": min(values),
-    }
 
 
 class Trainer:
@@ -119,6 +93,15 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         kl = config.algorithm.kl
         self.kl_ctrl = KLController(kl.coef, kl.adaptive, kl.target, kl.horizon)
+        self.update = PolicyUpdate(
+            config,
+            self.model,
+            self.reference,
+            self.optimizer,
+            self.kl_ctrl,
+            self.policy.decoder.pad_id,
+            self.device,
+        )
         custom = config.reward.custom_function
         self.reward_fn = load_reward_function(custom.path, custom.name) if custom.path else None
         self.step = 0
@@ -175,7 +158,9 @@ class Trainer:
                 bias="none",
                 task_type="CAUSAL_LM",
             )
-            model = get_peft_model(model, lora)
+            with warnings.catch_warnings():  # PEFT calls a transformers API deprecated in v5
+                warnings.filterwarnings("ignore", message="`is_gradient_checkpointing`")
+                model = get_peft_model(model, lora)
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable()
             if hasattr(model, "enable_input_require_grads"):
@@ -376,14 +361,14 @@ class Trainer:
         if progress is not None:
             progress.update(bar, status=f"step {step}: playing {len(requests)} episodes")
         with timed(timing, "gen"):
-            trajectories, stats = self._rollout(requests, sampling, max_turns)
+            trajectories, engine_stats = self._rollout(requests, sampling, max_turns)
         with timed(timing, "reward"):
             scores, reward_extra = self._score(trajectories)
         if config.trainer.save_trajectories:
             write_jsonl(self.run_dir / "trajectories" / f"step-{step:06d}.jsonl", trajectories)
         usable = [i for i, t in enumerate(trajectories) if t.finish_reason != "env_error"]
         kept, filtered = self._filter_groups(trajectories, scores, usable)
-        metrics.update(self._rollout_metrics(trajectories, scores, usable, stats, max_turns))
+        metrics.update(self._rollout_metrics(trajectories, scores, usable, engine_stats, max_turns))
         metrics.update(reward_extra)
         metrics["rollout/filtered_groups"] = filtered
         metrics["rollout/trained_episodes"] = len(kept)
@@ -391,14 +376,16 @@ class Trainer:
             progress.update(bar, status=f"step {step}: updating on {len(kept)} episodes")
         if kept:
             metrics.update(
-                self._learn([trajectories[i] for i in kept], [scores[i] for i in kept], timing)
+                self.update.learn(
+                    [trajectories[i] for i in kept], [scores[i] for i in kept], timing
+                )
             )
             with timed(timing, "update_weights"):
                 self.policy.sync_weights()
         with (
             warnings.catch_warnings()
         ):  # a step that trained on nothing still advances the schedule
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
             self.scheduler.step()
         metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
         timing["timing_s/step"] = sum(timing.values())
@@ -445,7 +432,7 @@ class Trainer:
         trajectories: list[Trajectory],
         scores: list[float],
         usable: list[int],
-        stats: dict[str, float],
+        engine_stats: dict[str, float],
         max_turns: int,
     ) -> dict[str, float]:
         valid = [trajectories[i] for i in usable]
@@ -453,12 +440,12 @@ class Trainer:
             "rollout/episodes": len(trajectories),
             "rollout/env_error_episodes": len(trajectories) - len(usable),
             "rollout/max_turns": max_turns,
-            "perf/generated_tokens": stats.get("generated_tokens", 0),
+            "perf/generated_tokens": engine_stats.get("generated_tokens", 0),
         }
-        metrics.update(_stats("critic/score", [scores[i] for i in usable]))
-        metrics.update(_stats("response_length", [len(t.response_ids) for t in valid]))
-        metrics.update(_stats("prompt_length", [len(t.prompt_ids) for t in valid]))
-        metrics.update(_stats("num_turns", [t.num_turns for t in valid]))
+        metrics.update(stats("critic/score", [scores[i] for i in usable]))
+        metrics.update(stats("response_length", [len(t.response_ids) for t in valid]))
+        metrics.update(stats("prompt_length", [len(t.prompt_ids) for t in valid]))
+        metrics.update(stats("num_turns", [t.num_turns for t in valid]))
         if valid:
             metrics["env/success_rate"] = fmean(t.success for t in valid)
             turns = sum(t.num_turns for t in valid)
@@ -467,215 +454,6 @@ class Trainer:
                 t.finish_reason == "context_limit" for t in valid
             )
         return metrics
-
-    # -- learning ---------------------------------------------------------------------------
-
-    def _autocast(self) -> Any:
-        dtype = resolve_inference_dtype(self.config.model.train_dtype, self.device)
-        if dtype == torch.float32:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=dtype)
-
-    @property
-    def on_policy_shortcut(self) -> bool:
-        """One PPO epoch over one mini-batch: the update's forward pass sees exactly the old
-        weights, so its (detached) log-probs are the old log-probs; no separate pass."""
-        actor = self.config.actor
-        episodes = self.config.data.batch_tasks * self.config.data.group_size
-        return actor.ppo_epochs == 1 and (actor.mini_batch_episodes or episodes) >= episodes
-
-    def _logprobs(
-        self, model: torch.nn.Module, episodes: list[Trajectory], with_entropy: bool
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """Per-episode log-probs (and entropies) of response tokens, without gradients."""
-        temperature = self.config.sampling.temperature
-        logprobs: list[torch.Tensor] = []
-        entropies: list[torch.Tensor] = []
-        lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
-        with torch.no_grad(), self._autocast():
-            for micro in micro_batches(lengths, self.config.actor.micro_batch_tokens):
-                batch = collate(
-                    [episodes[i] for i in micro], self.policy.decoder.pad_id, self.device
-                )
-                values, entropy = response_logprobs(model, batch, temperature, with_entropy)
-                for row, index in enumerate(micro):
-                    width = len(episodes[index].response_ids)
-                    logprobs.append(values[row, :width].float().cpu())
-                    if entropy is not None:
-                        entropies.append(entropy[row, :width].float().cpu())
-        return logprobs, entropies if with_entropy else None
-
-    def _reference_logprobs(self, episodes: list[Trajectory]) -> list[torch.Tensor]:
-        if self.reference is not None:
-            return self._logprobs(self.reference, episodes, False)[0]
-        with self.model.disable_adapter():  # LoRA: the base model is the reference
-            return self._logprobs(self.model, episodes, False)[0]
-
-    def _learn(
-        self, episodes: list[Trajectory], scores: list[float], timing: dict[str, float]
-    ) -> dict[str, float]:
-        config, actor, kl = self.config, self.config.actor, self.config.algorithm.kl
-        metrics: dict[str, float] = {}
-        width = max(len(t.response_ids) for t in episodes)
-        mask = pad_responses([t.response_mask for t in episodes], width)
-        old_logprobs = None  # None: the update's own forward pass provides them
-        needs_old = kl.in_reward or not (actor.recompute_old_logprobs and self.on_policy_shortcut)
-        if needs_old:
-            with timed(timing, "old_log_prob"):
-                if actor.recompute_old_logprobs:
-                    old = self._logprobs(self.model, episodes, with_entropy=False)[0]
-                else:
-                    old = [torch.tensor(t.logprobs) for t in episodes]
-            old_logprobs = pad_responses(old, width)
-        ref_logprobs = None
-        if kl.use_kl_loss or kl.in_reward:
-            with timed(timing, "ref"):
-                ref_logprobs = pad_responses(self._reference_logprobs(episodes), width)
-        rewards = torch.zeros(len(episodes), width)
-        for row, score in enumerate(scores):
-            model_positions = mask[row].nonzero()
-            if len(model_positions):
-                rewards[row, int(model_positions[-1])] = score
-        if kl.in_reward and ref_logprobs is not None and old_logprobs is not None:
-            penalty = kl_penalty(old_logprobs, ref_logprobs, kl.in_reward_type) * mask
-            rewards = rewards - self.kl_ctrl.value * penalty
-            current = float((penalty.sum(-1) / mask.sum(-1).clamp(min=1)).mean())
-            metrics["actor/reward_kl_penalty"] = current
-            metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
-            self.kl_ctrl.update(current, len(episodes))
-        metrics.update(_stats("critic/rewards", rewards.sum(-1).tolist()))
-        with timed(timing, "adv"):
-            estimator = get_estimator(config.algorithm.adv_estimator)
-            advantages = estimator(
-                rewards,
-                mask,
-                [t.group_id for t in episodes],
-                epsilon=config.algorithm.epsilon,
-                norm_by_std=config.algorithm.norm_adv_by_std,
-                gamma=config.algorithm.gamma,
-            )
-        token_advantages = advantages[mask.bool()]
-        if len(token_advantages):
-            metrics.update(_stats("critic/advantages", token_advantages.tolist()))
-        with timed(timing, "update_actor"):
-            metrics.update(self._update(episodes, mask, old_logprobs, ref_logprobs, advantages))
-        return metrics
-
-    def _update(
-        self,
-        episodes: list[Trajectory],
-        mask: torch.Tensor,
-        old_logprobs: torch.Tensor | None,
-        ref_logprobs: torch.Tensor | None,
-        advantages: torch.Tensor,
-    ) -> dict[str, float]:
-        """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches."""
-        actor, kl = self.config.actor, self.config.algorithm.kl
-        temperature = self.config.sampling.temperature
-        size = actor.mini_batch_episodes or len(episodes)
-        lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
-        history: dict[str, list[float]] = {}
-        for _ in range(actor.ppo_epochs):
-            for start in range(0, len(episodes), size):
-                indices = list(range(start, min(start + size, len(episodes))))
-                sub_mask = mask[indices]
-                totals = Totals(
-                    tokens=int(sub_mask.sum()),
-                    sequences=int((sub_mask.sum(-1) > 0).sum()),
-                    norm_length=mask.shape[1],
-                )
-                self.optimizer.zero_grad(set_to_none=True)
-                sums: dict[str, float] = {}
-                for micro in micro_batches([lengths[i] for i in indices], actor.micro_batch_tokens):
-                    rows = [indices[i] for i in micro]
-                    parts = self._micro_step(
-                        episodes,
-                        rows,
-                        mask,
-                        old_logprobs,
-                        ref_logprobs,
-                        advantages,
-                        totals,
-                        temperature,
-                    )
-                    for key, value in parts.items():
-                        sums[key] = sums.get(key, 0.0) + value
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, actor.grad_clip))
-                if math.isfinite(grad_norm):
-                    self.optimizer.step()
-                else:
-                    sums["actor/skipped_updates"] = 1.0
-                sums["actor/grad_norm"] = grad_norm
-                for key, value in sums.items():
-                    history.setdefault(key, []).append(value)
-        metrics = {key: fmean(values) for key, values in history.items()}
-        if kl.use_kl_loss:
-            metrics["actor/kl_coef"] = kl.coef
-        return metrics
-
-    def _micro_step(
-        self,
-        episodes: list[Trajectory],
-        rows: list[int],
-        mask: torch.Tensor,
-        old_logprobs: torch.Tensor | None,
-        ref_logprobs: torch.Tensor | None,
-        advantages: torch.Tensor,
-        totals: Totals,
-        temperature: float,
-    ) -> dict[str, float]:
-        """Forward and backward one micro-batch; returns its share of the step's metrics.
-
-        Losses are normalised by the mini-batch totals, so micro-batch losses add up to the
-        mini-batch loss (and so do the per-token metrics, weighted by their token share).
-        """
-        actor, kl = self.config.actor, self.config.algorithm.kl
-        batch = collate([episodes[i] for i in rows], self.policy.decoder.pad_id, self.device)
-        width = batch.response_mask.shape[1]
-        micro_mask = mask[rows, :width].to(self.device)
-        with self._autocast():
-            logprobs, entropy = response_logprobs(self.model, batch, temperature, with_entropy=True)
-        logprobs = logprobs.float()
-        assert entropy is not None
-        entropy = entropy.float()
-        if old_logprobs is None:
-            old = logprobs.detach()
-        else:
-            old = old_logprobs[rows, :width].to(self.device)
-        policy = ppo_clip_loss(
-            logprobs,
-            old,
-            advantages[rows, :width].to(self.device),
-            micro_mask,
-            clip_low=actor.clip_ratio_low,
-            clip_high=actor.clip_ratio_high,
-            clip_c=actor.clip_ratio_c,
-            agg_mode=actor.loss_agg_mode,
-            totals=totals,
-        )
-        share = float(micro_mask.sum()) / max(totals.tokens, 1)
-        loss = policy.loss
-        parts = {
-            "actor/pg_loss": float(policy.loss.detach()),
-            "actor/pg_clipfrac": float(policy.clipfrac) * share,
-            "actor/pg_clipfrac_lower": float(policy.clipfrac_lower) * share,
-            "actor/ppo_kl": float(policy.ppo_kl) * share,
-            "actor/entropy": float(agg_loss(entropy.detach(), micro_mask, "token-mean", totals)),
-        }
-        if actor.entropy_coeff > 0:
-            entropy_loss = agg_loss(entropy, micro_mask, actor.loss_agg_mode, totals)
-            loss = loss - actor.entropy_coeff * entropy_loss
-            parts["actor/entropy_loss"] = float(entropy_loss.detach())
-        if kl.use_kl_loss and ref_logprobs is not None:
-            reference = ref_logprobs[rows, :width].to(self.device)
-            kl_value = agg_loss(
-                kl_penalty(logprobs, reference, kl.type), micro_mask, actor.loss_agg_mode, totals
-            )
-            loss = loss + kl.coef * kl_value
-            parts["actor/kl_loss"] = float(kl_value.detach())
-        loss.backward()
-        parts["actor/loss"] = float(loss.detach())
-        return parts
 
     # -- validation ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""`agenttrain demo`: the whole environment stack end to end on this machine.
+"""`agenttrain selfplay`: the whole environment stack end to end on this machine.
 
 Starts a TextCraft server (a real uvicorn process on loopback), then the oracle plays the
 test split through the HTTP client, many episodes at once, and the results are summarised.
@@ -42,7 +42,7 @@ def run_demo(split: str = "test", concurrency: int = 16, console: Console | None
     """Run the demo; returns a process exit code (0 when every task was solved)."""
     console = console or Console()
     task_ids = get_spec("textcraft").split(split)
-    console.print(f"[bold]agenttrain demo[/]: TextCraft {split} split ({len(task_ids)} tasks)")
+    console.print(f"[bold]agenttrain selfplay[/]: TextCraft {split} split ({len(task_ids)} tasks)")
     with running_servers("textcraft") as urls:
         console.print(f"started an AgentGym-compatible TextCraft server at {urls[0]}")
         started = time.perf_counter()

@@ -1,0 +1,252 @@
+"""One GRPO policy update: log-probs, rewards with KL, advantages, PPO passes over micro-batches.
+
+Separate from the trainer's orchestration (rollouts, logging, checkpoints): this is the part
+that applies the formulas of `advantages.py`, `losses.py` and `kl.py` to a batch of episodes.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from statistics import fmean
+from typing import Any
+
+import torch
+
+from agenttrain.policy.hf import resolve_inference_dtype
+from agenttrain.rl.advantages import get_estimator
+from agenttrain.rl.batch import collate, micro_batches, pad_responses
+from agenttrain.rl.config import TrainConfig
+from agenttrain.rl.kl import KLController, kl_penalty
+from agenttrain.rl.logprobs import response_logprobs
+from agenttrain.rl.losses import Totals, agg_loss, ppo_clip_loss
+from agenttrain.rl.stats import stats, timed
+from agenttrain.rollout.trajectory import Trajectory
+
+
+class PolicyUpdate:
+    """Holds what an update needs: the model, its reference, the optimizer, the KL controller."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        model: torch.nn.Module,
+        reference: torch.nn.Module | None,
+        optimizer: torch.optim.Optimizer,
+        kl_ctrl: KLController,
+        pad_id: int,
+        device: torch.device,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.reference = reference
+        self.optimizer = optimizer
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.kl_ctrl = kl_ctrl
+        self.pad_id = pad_id
+        self.device = device
+
+    def _autocast(self) -> Any:
+        dtype = resolve_inference_dtype(self.config.model.train_dtype, self.device)
+        if dtype == torch.float32:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
+
+    @property
+    def on_policy_shortcut(self) -> bool:
+        """One PPO epoch over one mini-batch: the update's forward pass sees exactly the old
+        weights, so its (detached) log-probs are the old log-probs; no separate pass."""
+        actor = self.config.actor
+        episodes = self.config.data.batch_tasks * self.config.data.group_size
+        return actor.ppo_epochs == 1 and (actor.mini_batch_episodes or episodes) >= episodes
+
+    def _logprobs(
+        self, model: torch.nn.Module, episodes: list[Trajectory], with_entropy: bool
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """Per-episode log-probs (and entropies) of response tokens, without gradients."""
+        temperature = self.config.sampling.temperature
+        logprobs: list[torch.Tensor] = []
+        entropies: list[torch.Tensor] = []
+        lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
+        with torch.no_grad(), self._autocast():
+            for micro in micro_batches(lengths, self.config.actor.micro_batch_tokens):
+                batch = collate([episodes[i] for i in micro], self.pad_id, self.device)
+                values, entropy = response_logprobs(model, batch, temperature, with_entropy)
+                for row, index in enumerate(micro):
+                    width = len(episodes[index].response_ids)
+                    logprobs.append(values[row, :width].float().cpu())
+                    if entropy is not None:
+                        entropies.append(entropy[row, :width].float().cpu())
+        return logprobs, entropies if with_entropy else None
+
+    def _reference_logprobs(self, episodes: list[Trajectory]) -> list[torch.Tensor]:
+        if self.reference is not None:
+            return self._logprobs(self.reference, episodes, False)[0]
+        with self.model.disable_adapter():  # LoRA: the base model is the reference
+            return self._logprobs(self.model, episodes, False)[0]
+
+    def learn(
+        self, episodes: list[Trajectory], scores: list[float], timing: dict[str, float]
+    ) -> dict[str, float]:
+        config, actor, kl = self.config, self.config.actor, self.config.algorithm.kl
+        metrics: dict[str, float] = {}
+        width = max(len(t.response_ids) for t in episodes)
+        mask = pad_responses([t.response_mask for t in episodes], width)
+        old_logprobs = None  # None: the update's own forward pass provides them
+        needs_old = kl.in_reward or not (actor.recompute_old_logprobs and self.on_policy_shortcut)
+        if needs_old:
+            with timed(timing, "old_log_prob"):
+                if actor.recompute_old_logprobs:
+                    old = self._logprobs(self.model, episodes, with_entropy=False)[0]
+                else:
+                    old = [torch.tensor(t.logprobs) for t in episodes]
+            old_logprobs = pad_responses(old, width)
+        ref_logprobs = None
+        if kl.use_kl_loss or kl.in_reward:
+            with timed(timing, "ref"):
+                ref_logprobs = pad_responses(self._reference_logprobs(episodes), width)
+        rewards = torch.zeros(len(episodes), width)
+        for row, score in enumerate(scores):
+            model_positions = mask[row].nonzero()
+            if len(model_positions):
+                rewards[row, int(model_positions[-1])] = score
+        if kl.in_reward and ref_logprobs is not None and old_logprobs is not None:
+            penalty = kl_penalty(old_logprobs, ref_logprobs, kl.in_reward_type) * mask
+            rewards = rewards - self.kl_ctrl.value * penalty
+            current = float((penalty.sum(-1) / mask.sum(-1).clamp(min=1)).mean())
+            metrics["actor/reward_kl_penalty"] = current
+            metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
+            self.kl_ctrl.update(current, len(episodes))
+        metrics.update(stats("critic/rewards", rewards.sum(-1).tolist()))
+        with timed(timing, "adv"):
+            estimator = get_estimator(config.algorithm.adv_estimator)
+            advantages = estimator(
+                rewards,
+                mask,
+                [t.group_id for t in episodes],
+                epsilon=config.algorithm.epsilon,
+                norm_by_std=config.algorithm.norm_adv_by_std,
+                gamma=config.algorithm.gamma,
+            )
+        token_advantages = advantages[mask.bool()]
+        if len(token_advantages):
+            metrics.update(stats("critic/advantages", token_advantages.tolist()))
+        with timed(timing, "update_actor"):
+            metrics.update(self._update(episodes, mask, old_logprobs, ref_logprobs, advantages))
+        return metrics
+
+    def _update(
+        self,
+        episodes: list[Trajectory],
+        mask: torch.Tensor,
+        old_logprobs: torch.Tensor | None,
+        ref_logprobs: torch.Tensor | None,
+        advantages: torch.Tensor,
+    ) -> dict[str, float]:
+        """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches."""
+        actor, kl = self.config.actor, self.config.algorithm.kl
+        temperature = self.config.sampling.temperature
+        size = actor.mini_batch_episodes or len(episodes)
+        lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
+        history: dict[str, list[float]] = {}
+        for _ in range(actor.ppo_epochs):
+            for start in range(0, len(episodes), size):
+                indices = list(range(start, min(start + size, len(episodes))))
+                sub_mask = mask[indices]
+                totals = Totals(
+                    tokens=int(sub_mask.sum()),
+                    sequences=int((sub_mask.sum(-1) > 0).sum()),
+                    norm_length=mask.shape[1],
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                sums: dict[str, float] = {}
+                for micro in micro_batches([lengths[i] for i in indices], actor.micro_batch_tokens):
+                    rows = [indices[i] for i in micro]
+                    parts = self._micro_step(
+                        episodes,
+                        rows,
+                        mask,
+                        old_logprobs,
+                        ref_logprobs,
+                        advantages,
+                        totals,
+                        temperature,
+                    )
+                    for key, value in parts.items():
+                        sums[key] = sums.get(key, 0.0) + value
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, actor.grad_clip))
+                if math.isfinite(grad_norm):
+                    self.optimizer.step()
+                else:
+                    sums["actor/skipped_updates"] = 1.0
+                sums["actor/grad_norm"] = grad_norm
+                for key, value in sums.items():
+                    history.setdefault(key, []).append(value)
+        metrics = {key: fmean(values) for key, values in history.items()}
+        if kl.use_kl_loss:
+            metrics["actor/kl_coef"] = kl.coef
+        return metrics
+
+    def _micro_step(
+        self,
+        episodes: list[Trajectory],
+        rows: list[int],
+        mask: torch.Tensor,
+        old_logprobs: torch.Tensor | None,
+        ref_logprobs: torch.Tensor | None,
+        advantages: torch.Tensor,
+        totals: Totals,
+        temperature: float,
+    ) -> dict[str, float]:
+        """Forward and backward one micro-batch; returns its share of the step's metrics.
+
+        Losses are normalised by the mini-batch totals, so micro-batch losses add up to the
+        mini-batch loss (and so do the per-token metrics, weighted by their token share).
+        """
+        actor, kl = self.config.actor, self.config.algorithm.kl
+        batch = collate([episodes[i] for i in rows], self.pad_id, self.device)
+        width = batch.response_mask.shape[1]
+        micro_mask = mask[rows, :width].to(self.device)
+        with self._autocast():
+            logprobs, entropy = response_logprobs(self.model, batch, temperature, with_entropy=True)
+        logprobs = logprobs.float()
+        assert entropy is not None
+        entropy = entropy.float()
+        if old_logprobs is None:
+            old = logprobs.detach()
+        else:
+            old = old_logprobs[rows, :width].to(self.device)
+        policy = ppo_clip_loss(
+            logprobs,
+            old,
+            advantages[rows, :width].to(self.device),
+            micro_mask,
+            clip_low=actor.clip_ratio_low,
+            clip_high=actor.clip_ratio_high,
+            clip_c=actor.clip_ratio_c,
+            agg_mode=actor.loss_agg_mode,
+            totals=totals,
+        )
+        share = float(micro_mask.sum()) / max(totals.tokens, 1)
+        loss = policy.loss
+        parts = {
+            "actor/pg_loss": float(policy.loss.detach()),
+            "actor/pg_clipfrac": float(policy.clipfrac) * share,
+            "actor/pg_clipfrac_lower": float(policy.clipfrac_lower) * share,
+            "actor/ppo_kl": float(policy.ppo_kl) * share,
+            "actor/entropy": float(agg_loss(entropy.detach(), micro_mask, "token-mean", totals)),
+        }
+        if actor.entropy_coeff > 0:
+            entropy_loss = agg_loss(entropy, micro_mask, actor.loss_agg_mode, totals)
+            loss = loss - actor.entropy_coeff * entropy_loss
+            parts["actor/entropy_loss"] = float(entropy_loss.detach())
+        if kl.use_kl_loss and ref_logprobs is not None:
+            reference = ref_logprobs[rows, :width].to(self.device)
+            kl_value = agg_loss(
+                kl_penalty(logprobs, reference, kl.type), micro_mask, actor.loss_agg_mode, totals
+            )
+            loss = loss + kl.coef * kl_value
+            parts["actor/kl_loss"] = float(kl_value.detach())
+        loss.backward()
+        parts["actor/loss"] = float(loss.detach())
+        return parts
