@@ -340,17 +340,18 @@ def train(
     """
     from agenttrain.config import ConfigError, load
     from agenttrain.policy.base import PolicyError
+    from agenttrain.rl.checkpoint import CheckpointError
     from agenttrain.rl.config import TrainConfig
     from agenttrain.rl.rewards import RewardFunctionError
     from agenttrain.rl.tracking import TrackerError
-    from agenttrain.rl.trainer import Trainer, TrainingError
+    from agenttrain.rl.trainer import Trainer
 
     try:
         recipe = load(TrainConfig, config, overrides or [])
         trainer = Trainer(recipe, console)
     except (
         ConfigError,
-        TrainingError,
+        CheckpointError,
         RewardFunctionError,
         TrackerError,
         PolicyError,

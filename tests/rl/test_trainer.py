@@ -14,11 +14,12 @@ from agenttrain.envs import EnvSpec, LocalEnvironment, WireProtocol
 from agenttrain.envs.largest import SPEC as LARGEST
 from agenttrain.envs.registry import register
 from agenttrain.rl import checkpoint
+from agenttrain.rl.checkpoint import CheckpointError
 from agenttrain.rl.config import TrainConfig, TurnsStage
 from agenttrain.rl.curriculum import max_turns_at
 from agenttrain.rl.export import export
 from agenttrain.rl.tracking import read_metrics
-from agenttrain.rl.trainer import Trainer, TrainingError
+from agenttrain.rl.trainer import Trainer
 
 RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
 
@@ -223,7 +224,9 @@ def test_resume_never_refuses_to_overwrite_a_run(tiny_model_dir, tmp_path):
             "trainer.save_freq=1",
         )
     )
-    with pytest.raises(TrainingError, match=r"already holds checkpoints and trainer\.resume=never"):
+    with pytest.raises(
+        CheckpointError, match=r"already holds checkpoints and trainer\.resume=never"
+    ):
         Trainer(recipe(tiny_model_dir, tmp_path / "run", "trainer.resume=never"))
 
 

@@ -93,5 +93,29 @@ def latest(run_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+class CheckpointError(RuntimeError):
+    """A run folder or checkpoint cannot be used as asked."""
+
+
+def resume_point(run_dir: Path, mode: str) -> Path | None:
+    """The checkpoint to continue from: `auto` (the run's newest, if any), `never` (refusing a
+    run folder that already has checkpoints), or an explicit checkpoint folder."""
+    if mode == "never":
+        if latest(run_dir) is not None:
+            raise CheckpointError(
+                f"{run_dir} already holds checkpoints and trainer.resume=never; choose "
+                "another run.out_dir, or trainer.resume=auto to continue it"
+            )
+        return None
+    if mode == "auto":
+        return latest(run_dir)
+    path = Path(mode)
+    if not (path / "trainer_state.pt").exists():
+        raise CheckpointError(
+            f"trainer.resume={mode!r}: not a checkpoint folder (no trainer_state.pt)"
+        )
+    return path
+
+
 def load_state(checkpoint: Path) -> dict[str, Any]:
     return torch.load(checkpoint / "trainer_state.pt", weights_only=False)

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agenttrain.modeling import ModelConfig
 from agenttrain.rl.kl import KLType
 from agenttrain.rl.losses import AggMode
 from agenttrain.rollout.engine import RolloutConfig
@@ -29,26 +30,6 @@ class EnvConfig(Section):
     val_split: str = "val"
     servers: list[str] = Field(default_factory=list, description="empty: in-process")
     token: str | None = None
-
-
-class LoraConfig(Section):
-    enabled: bool = True
-    rank: int = Field(16, ge=1)
-    alpha: int = Field(32, ge=1)
-    dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: str | list[str] = "all-linear"
-
-
-class ModelConfig(Section):
-    path: str = "smollm2-135m"
-    """A model spec: smollm2-135m, a model folder, or a checkpoint (e.g. of an SFT run)."""
-    lora: LoraConfig = Field(default_factory=LoraConfig)
-    device: str = "cpu"
-    generation_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    train_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Autocast precision of training passes (fp32 master weights and optimizer either way);
-    auto: bf16 on CUDA and on CPUs with native bf16, else fp32."""
-    gradient_checkpointing: bool = False
 
 
 class SamplingConfig(Section):

@@ -1,6 +1,6 @@
-"""Log-probabilities (and entropy) of the tokens the model sampled, under given weights.
+"""Log-probabilities (and entropy) of chosen tokens under given weights.
 
-Only the model's own tokens need vocabulary logits: in a multi-turn episode most tokens are
+Only the tokens that carry loss need vocabulary logits: in a multi-turn episode most tokens are
 environment text, so the lm head runs on the selected positions only, in chunks.
 """
 
@@ -14,6 +14,40 @@ from agenttrain.rl.losses import entropy_from_logits
 HEAD_CHUNK = 1024
 
 
+def logprobs_at(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    rows: torch.Tensor,
+    positions: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    position_ids: torch.Tensor | None = None,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(targets[i] | sequence `rows[i]` up to `positions[i]`), for each i ([N] tensors).
+
+    `attention_mask` may be 2D (padding) or 4D (packed sequences, block-diagonal).
+    """
+    decoder = model.get_decoder()
+    head = model.get_output_embeddings()
+    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
+    selected = hidden[rows, positions]
+    scale = temperature if temperature > 0 else 1.0
+    logprobs, entropies = [], []
+    for start in range(0, len(targets), HEAD_CHUNK):
+        logits = head(selected[start : start + HEAD_CHUNK]).float() / scale
+        chunk_targets = targets[start : start + HEAD_CHUNK, None]
+        logprobs.append(torch.log_softmax(logits, dim=-1).gather(-1, chunk_targets)[:, 0])
+        if with_entropy:
+            entropies.append(entropy_from_logits(logits))
+    empty = torch.zeros(0, device=hidden.device)
+    entropy = (torch.cat(entropies) if entropies else empty) if with_entropy else None
+    return (torch.cat(logprobs) if logprobs else empty), entropy
+
+
 def response_logprobs(
     model: torch.nn.Module,
     batch: EpisodeBatch,
@@ -24,35 +58,20 @@ def response_logprobs(
 
     Logits are divided by `temperature` as during sampling (verl does the same).
     """
-    decoder = model.get_decoder()
-    head = model.get_output_embeddings()
-    hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-    hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
     rows, cols = batch.response_mask.nonzero(as_tuple=True)
     positions = batch.response_start[rows] + cols - 1  # logits at p-1 predict the token at p
-    selected = hidden[rows, positions]
-    targets = batch.responses[rows, cols]
-    scale = temperature if temperature > 0 else 1.0
-    logprob_chunks, entropy_chunks = [], []
-    for start in range(0, len(targets), HEAD_CHUNK):
-        logits = head(selected[start : start + HEAD_CHUNK]).float() / scale
-        logprob_chunks.append(
-            torch.log_softmax(logits, dim=-1).gather(-1, targets[start : start + HEAD_CHUNK, None])[
-                :, 0
-            ]
-        )
-        if with_entropy:
-            entropy_chunks.append(entropy_from_logits(logits))
-    shape = batch.response_mask.shape
-    logprobs = torch.zeros(shape, device=hidden.device)
-    logprobs = logprobs.index_put(
-        (rows, cols),
-        torch.cat(logprob_chunks) if logprob_chunks else torch.zeros(0, device=hidden.device),
+    values, entropy = logprobs_at(
+        model,
+        batch.input_ids,
+        batch.attention_mask,
+        rows,
+        positions,
+        batch.responses[rows, cols],
+        temperature=temperature,
+        with_entropy=with_entropy,
     )
-    entropy = None
-    if with_entropy:
-        entropy = torch.zeros(shape, device=hidden.device).index_put(
-            (rows, cols),
-            torch.cat(entropy_chunks) if entropy_chunks else torch.zeros(0, device=hidden.device),
-        )
+    shape, device = batch.response_mask.shape, values.device
+    logprobs = torch.zeros(shape, device=device).index_put((rows, cols), values)
+    if entropy is not None:
+        entropy = torch.zeros(shape, device=device).index_put((rows, cols), entropy)
     return logprobs, entropy

@@ -40,9 +40,9 @@ from rich.progress import (
 from agenttrain import config as config_io
 from agenttrain.envs import get_spec, make_env
 from agenttrain.eval.metrics import summarize
+from agenttrain.modeling import build_trainable
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
-from agenttrain.policy.models import load_hf, resolve
 from agenttrain.rl import checkpoint
 from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.curriculum import max_turns_at
@@ -55,10 +55,6 @@ from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
 from agenttrain.serving.client import EnvServerPool
-
-
-class TrainingError(RuntimeError):
-    pass
 
 
 class Trainer:
@@ -112,22 +108,7 @@ class Trainer:
     # -- set-up ---------------------------------------------------------------------------
 
     def _find_resume_point(self) -> Path | None:
-        mode = self.config.trainer.resume
-        if mode == "never":
-            if checkpoint.latest(self.run_dir) is not None:
-                raise TrainingError(
-                    f"{self.run_dir} already holds checkpoints and trainer.resume=never; choose "
-                    "another run.out_dir, or trainer.resume=auto to continue it"
-                )
-            return None
-        if mode == "auto":
-            return checkpoint.latest(self.run_dir)
-        path = Path(mode)
-        if not (path / "trainer_state.pt").exists():
-            raise TrainingError(
-                f"trainer.resume={mode!r}: not a checkpoint folder (no trainer_state.pt)"
-            )
-        return path
+        return checkpoint.resume_point(self.run_dir, self.config.trainer.resume)
 
     @staticmethod
     def _seed_everything(seed: int) -> None:
@@ -136,37 +117,8 @@ class Trainer:
         torch.manual_seed(seed)
 
     def _build_model(self) -> tuple[torch.nn.Module, Any]:
-        from peft import LoraConfig, PeftModel, get_peft_model
-
-        cfg = self.config.model
         source = self.resume_from / "model" if self.resume_from else None
-        spec = resolve(str(source) if source else cfg.path)
-        model, tokenizer = load_hf(
-            spec, device=str(self.device), dtype=torch.float32, trainable=True
-        )
-        if isinstance(model, PeftModel):
-            # An adapter checkpoint (ours, or an SFT run's): keep training it, or merge it
-            # into the base for full fine-tuning.
-            if not cfg.lora.enabled:
-                model = model.merge_and_unload()
-        elif cfg.lora.enabled:
-            lora = LoraConfig(
-                r=cfg.lora.rank,
-                lora_alpha=cfg.lora.alpha,
-                lora_dropout=cfg.lora.dropout,
-                target_modules=cfg.lora.target_modules,
-                bias="none",
-                task_type="CAUSAL_LM",
-            )
-            with warnings.catch_warnings():  # PEFT calls a transformers API deprecated in v5
-                warnings.filterwarnings("ignore", message="`is_gradient_checkpointing`")
-                model = get_peft_model(model, lora)
-        if cfg.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-            if hasattr(model, "enable_input_require_grads"):
-                model.enable_input_require_grads()
-        model.train()
-        return model, tokenizer
+        return build_trainable(self.config.model, source)
 
     def _build_reference(self) -> torch.nn.Module | None:
         """The KL reference: with LoRA the same model with its adapter disabled (no copy)."""

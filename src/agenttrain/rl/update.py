@@ -7,13 +7,12 @@ that applies the formulas of `advantages.py`, `losses.py` and `kl.py` to a batch
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 from statistics import fmean
 from typing import Any
 
 import torch
 
-from agenttrain.policy.hf import resolve_inference_dtype
+from agenttrain.modeling import autocast
 from agenttrain.rl.advantages import get_estimator
 from agenttrain.rl.batch import collate, micro_batches, pad_responses
 from agenttrain.rl.config import TrainConfig
@@ -47,10 +46,7 @@ class PolicyUpdate:
         self.device = device
 
     def _autocast(self) -> Any:
-        dtype = resolve_inference_dtype(self.config.model.train_dtype, self.device)
-        if dtype == torch.float32:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=dtype)
+        return autocast(self.config.model)
 
     @property
     def on_policy_shortcut(self) -> bool:

@@ -1,0 +1,81 @@
+"""The trainable model both trainers (GRPO and SFT) start from: its settings and its loading.
+
+A run starts from a model spec (the embedded model, a model folder, or another run's
+checkpoint, e.g. an SFT adapter) or resumes from its own checkpoint; LoRA adapters are kept
+training, or merged into the base for full fine-tuning.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from agenttrain.policy.hf import resolve_inference_dtype
+from agenttrain.policy.models import load_hf, resolve
+
+
+class LoraConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    rank: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: str | list[str] = "all-linear"
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = "smollm2-135m"
+    """A model spec: smollm2-135m, a model folder, or a checkpoint (e.g. of an SFT run)."""
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    device: str = "cpu"
+    generation_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    train_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Autocast precision of training passes (fp32 master weights and optimizer either way);
+    auto: bf16 on CUDA and on CPUs with native bf16, else fp32."""
+    gradient_checkpointing: bool = False
+
+
+def build_trainable(config: ModelConfig, resume_from: Path | None = None) -> tuple[Any, Any]:
+    """(model in train mode, tokenizer): from `resume_from`'s model folder, else `config.path`."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import PeftModel, get_peft_model
+
+    spec = resolve(str(resume_from) if resume_from else config.path)
+    model, tokenizer = load_hf(spec, device=config.device, dtype=torch.float32, trainable=True)
+    if isinstance(model, PeftModel):
+        if not config.lora.enabled:  # full fine-tuning from an adapter checkpoint
+            model = model.merge_and_unload()
+    elif config.lora.enabled:
+        lora = PeftLoraConfig(
+            r=config.lora.rank,
+            lora_alpha=config.lora.alpha,
+            lora_dropout=config.lora.dropout,
+            target_modules=config.lora.target_modules,
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        with warnings.catch_warnings():  # PEFT calls a transformers API deprecated in v5
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing`")
+            model = get_peft_model(model, lora)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        if hasattr(model, "enable_input_require_grads"):
+            model.enable_input_require_grads()
+    model.train()
+    return model, tokenizer
+
+
+def autocast(config: ModelConfig) -> Any:
+    """The autocast context of training passes (a no-op in fp32)."""
+    from contextlib import nullcontext
+
+    device = torch.device(config.device)
+    dtype = resolve_inference_dtype(config.train_dtype, device)
+    return nullcontext() if dtype == torch.float32 else torch.autocast(device.type, dtype=dtype)
