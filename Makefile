@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/agenttrain train configs/textcraft_grpo.yaml
+	$(BIN)/agenttrain recipe configs/textcraft_recipe.yaml
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks

@@ -365,6 +365,147 @@ def train(
 
 
 @app.command()
+def sft(
+    config: Annotated[Path, typer.Argument(help="YAML recipe, e.g. configs/textcraft_sft.yaml.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="Dotted overrides, e.g. optim.lr=1e-4 data.train=[demos.jsonl]."),
+    ] = None,
+) -> None:
+    """Supervised fine-tuning on multi-turn episodes (loss on the agent's turns only).
+
+    Reads agenttrain trajectories (from `demos` or `eval`), AgentGym AgentTraj or chat JSONL;
+    writes checkpoints that `agenttrain train model.path=...` continues from.
+
+    Example: agenttrain sft configs/textcraft_sft.yaml data.train=[runs/demos/textcraft.jsonl]
+    """
+    from agenttrain.config import ConfigError, load
+    from agenttrain.policy.base import PolicyError
+    from agenttrain.rl.checkpoint import CheckpointError
+    from agenttrain.rl.tracking import TrackerError
+    from agenttrain.sft.config import SFTConfig
+    from agenttrain.sft.data import DataError
+    from agenttrain.sft.guard import HeldOutLeak
+    from agenttrain.sft.trainer import SFTTrainer
+
+    try:
+        recipe = load(SFTConfig, config, overrides or [])
+        trainer = SFTTrainer(recipe, console)
+    except (
+        ConfigError,
+        CheckpointError,
+        DataError,
+        HeldOutLeak,
+        TrackerError,
+        PolicyError,
+        KeyError,
+    ) as problem:
+        console.print(f"[red]error:[/] {problem}")
+        raise typer.Exit(2) from None
+    trainer.train()
+    if trainer.stop_requested:
+        raise typer.Exit(130)
+
+
+@app.command()
+def demos(
+    out: Annotated[Path, typer.Option(help="JSONL file to write (trajectory format).")],
+    env: Annotated[str, typer.Option(help="Environment.")] = "textcraft",
+    split: Annotated[str, typer.Option(help="Task split (never test).")] = "train",
+    tasks: Annotated[
+        str | None, typer.Option(help="Positions within the split, e.g. 0-149.")
+    ] = None,
+    solver: Annotated[
+        str,
+        typer.Option(help="oracle, or any model spec (checkpoint, openai:<model>, ...)."),
+    ] = "oracle",
+    n: Annotated[int, typer.Option("-n", min=1, help="Attempts per task (model solvers).")] = 1,
+    temperature: Annotated[float, typer.Option(min=0, help="Model solvers: sampling.")] = 0.7,
+    max_turns: Annotated[int | None, typer.Option(min=1, help="Default: the env's.")] = None,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Per model turn.")] = 256,
+    action_format: Annotated[
+        str, typer.Option("--format", help="react (thought + action) or adapt, json, raw.")
+    ] = "react",
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+) -> None:
+    """Write successful episodes of a solver on training tasks, as SFT data.
+
+    Example: agenttrain demos --env textcraft --split train --solver oracle --out demos.jsonl
+    """
+    from pydantic import ValidationError
+
+    from agenttrain.envs.base import EnvError
+    from agenttrain.eval.runner import EvalConfig, parse_ranges
+    from agenttrain.policy.base import PolicyError
+    from agenttrain.rollout.engine import RolloutConfig
+    from agenttrain.sft.demos import write_demos
+
+    try:
+        config = EvalConfig(
+            env=env,
+            split=split,
+            tasks=parse_ranges(tasks) if tasks else None,
+            models=[solver],
+            n=n,
+            seeds=[seed],
+            temperature=temperature,
+            rollout=RolloutConfig(
+                max_turns=max_turns, max_new_tokens=max_new_tokens, action_format=action_format
+            ),
+            device=device,
+        )
+        result = write_demos(config, out, console)
+    except (ValidationError, ValueError, KeyError, PolicyError, EnvError) as problem:
+        console.print(f"[red]error:[/] {problem}")
+        raise typer.Exit(2) from None
+    console.print(
+        f"kept {result.kept} of {result.episodes} episodes (successful ones), "
+        f"{result.turns} turns -> {result.out}\n"
+        f"Next: agenttrain sft configs/textcraft_sft.yaml 'data.train=[{result.out}]'",
+        markup=False,
+    )
+    if result.kept == 0:
+        raise typer.Exit(1)
+
+
+@app.command()
+def recipe(
+    config: Annotated[
+        Path, typer.Argument(help="YAML recipe, e.g. configs/textcraft_recipe.yaml.")
+    ] = Path("configs/textcraft_recipe.yaml"),
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Dotted overrides, e.g. eval.n=2 'grpo.overrides=[trainer.total_steps=4]'."
+        ),
+    ] = None,
+) -> None:
+    """Demonstrations -> SFT -> GRPO -> eval of base, SFT and SFT+GRPO on the same tasks.
+
+    Finished stages are reused, so running the same command again continues a stopped recipe.
+
+    Example: agenttrain recipe configs/textcraft_recipe.yaml
+    """
+    from agenttrain.config import ConfigError, load
+    from agenttrain.policy.base import PolicyError
+    from agenttrain.recipe import Recipe, RecipeConfig
+    from agenttrain.rl.checkpoint import CheckpointError
+    from agenttrain.sft.data import DataError
+
+    try:
+        plan = Recipe(load(RecipeConfig, config, overrides or []), console)
+        report = plan.run()
+    except (ConfigError, CheckpointError, DataError, PolicyError, ValueError) as problem:
+        console.print(f"[red]error:[/] {problem}")
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        console.print("[yellow]stopped; run the same command again to continue[/]")
+        raise typer.Exit(130) from None
+    console.print(f"[bold]Report:[/] {report}")
+
+
+@app.command()
 def export(
     source: Annotated[str, typer.Argument(help="A run folder, checkpoint folder or model spec.")],
     out: Annotated[Path, typer.Option(help="Folder to write (must be new or empty).")],

@@ -119,3 +119,19 @@ def resume_point(run_dir: Path, mode: str) -> Path | None:
 
 def load_state(checkpoint: Path) -> dict[str, Any]:
     return torch.load(checkpoint / "trainer_state.pt", weights_only=False)
+
+
+FINISHED = "finished.json"
+
+
+def mark_finished(run_dir: Path, step: int, summary: dict[str, Any] | None = None) -> None:
+    """Record that a run completed every step (recipes skip finished stages)."""
+    newest = latest(run_dir)
+    record = {"step": step, "checkpoint": str(newest) if newest else None, "eval": summary}
+    (run_dir / FINISHED).write_text(json.dumps(record, indent=2))
+
+
+def finished(run_dir: Path) -> dict[str, Any] | None:
+    """What `mark_finished` recorded, or None for a run that has not finished."""
+    path = run_dir / FINISHED
+    return json.loads(path.read_text()) if path.exists() else None

@@ -17,24 +17,16 @@ cluster path. A step:
 from __future__ import annotations
 
 import asyncio
-import math
 import random
-import signal
 import warnings
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-import numpy as np
 import torch
 from rich.console import Console
 from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
     Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 from agenttrain import config as config_io
@@ -54,10 +46,17 @@ from agenttrain.rl.tracking import Tracker
 from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
+from agenttrain.runtime import (
+    GracefulStop,
+    TrainingRun,
+    lr_factor,
+    seed_everything,
+    step_progress,
+)
 from agenttrain.serving.client import EnvServerPool
 
 
-class Trainer:
+class Trainer(TrainingRun):
     def __init__(self, config: TrainConfig, console: Console | None = None) -> None:
         self.config = config
         self.console = console or Console()
@@ -71,7 +70,8 @@ class Trainer:
         )
         self.device = torch.device(config.model.device)
         self.resume_from = self._find_resume_point()
-        self._seed_everything(config.run.seed)
+        seed_everything(config.run.seed)
+        self.stop = GracefulStop(self.console)
         self.model, self.tokenizer = self._build_model()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.reference = self._build_reference()
@@ -88,6 +88,17 @@ class Trainer:
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         kl = config.algorithm.kl
+        if (
+            (kl.use_kl_loss or kl.in_reward)
+            and self.reference is None
+            and self._starts_from_adapter()
+        ):
+            self.console.print(
+                "[yellow]warning:[/] model.path is a LoRA adapter (e.g. an SFT checkpoint) and KL "
+                "is on: the KL reference is the base model under the adapter, not the adapter's "
+                "model. For KL to the starting model use model.lora.enabled=false (merged, full "
+                "fine-tuning), or turn KL off."
+            )
         self.kl_ctrl = KLController(kl.coef, kl.adaptive, kl.target, kl.horizon)
         self.update = PolicyUpdate(
             config,
@@ -103,22 +114,20 @@ class Trainer:
         self.step = 0
         if self.resume_from is not None:
             self._restore(self.resume_from)
-        self.stop_requested = False
 
     # -- set-up ---------------------------------------------------------------------------
 
     def _find_resume_point(self) -> Path | None:
         return checkpoint.resume_point(self.run_dir, self.config.trainer.resume)
 
-    @staticmethod
-    def _seed_everything(seed: int) -> None:
-        random.seed(seed)
-        np.random.seed(seed % 2**32)
-        torch.manual_seed(seed)
-
     def _build_model(self) -> tuple[torch.nn.Module, Any]:
         source = self.resume_from / "model" if self.resume_from else None
         return build_trainable(self.config.model, source)
+
+    def _starts_from_adapter(self) -> bool:
+        from agenttrain.policy.models import resolve
+
+        return resolve(self.config.model.path).base is not None
 
     def _build_reference(self) -> torch.nn.Module | None:
         """The KL reference: with LoRA the same model with its adapter disabled (no copy)."""
@@ -133,15 +142,10 @@ class Trainer:
         return reference
 
     def _lr_factor(self, step: int) -> float:
-        actor, total = self.config.actor, self.config.trainer.total_steps
-        if actor.warmup_steps and step < actor.warmup_steps:
-            return (step + 1) / actor.warmup_steps
-        progress = (step - actor.warmup_steps) / max(1, total - actor.warmup_steps)
-        if actor.lr_schedule == "cosine":
-            return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-        if actor.lr_schedule == "linear":
-            return max(0.0, 1.0 - progress)
-        return 1.0
+        optim = self.config.actor
+        return lr_factor(
+            step, self.config.trainer.total_steps, optim.warmup_steps, optim.lr_schedule
+        )
 
     def _restore(self, folder: Path) -> None:
         state = checkpoint.load_state(folder)
@@ -168,18 +172,10 @@ class Trainer:
             self.console.print(
                 f"resuming {self.run_dir} from {self.resume_from.name} (step {self.step})"
             )
-        previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        self.stop.install()
         last_saved = self.step if self.resume_from else None
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-        )
         try:
-            with Progress(*columns, console=self.console) as progress:
+            with step_progress(self.console) as progress:
                 bar = progress.add_task(
                     "training", total=config.trainer.total_steps, completed=self.step, status=""
                 )
@@ -200,25 +196,11 @@ class Trainer:
             if last_saved != self.step:
                 self.save()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            self.stop.restore()
             tracker.close()
         report = write_training_report(self.run_dir, config)
-        newest = checkpoint.latest(self.run_dir)
-        state = "stopped at" if self.stop_requested else "finished"
-        self.console.print(
-            f"[bold]{state} step {self.step}[/]\nRun: {self.run_dir}\nReport: {report}\n"
-            f"Checkpoint: {newest}"
-        )
+        self.finish(report)
         return self.run_dir
-
-    def _on_interrupt(self, signum: int, frame: Any) -> None:
-        if self.stop_requested:
-            raise KeyboardInterrupt
-        self.stop_requested = True
-        self.console.print(
-            "[yellow]Ctrl-C: finishing this step, then saving a checkpoint "
-            "(press again to quit without saving)[/]"
-        )
 
     @staticmethod
     def _status(metrics: dict[str, float]) -> str:

@@ -1,0 +1,270 @@
+"""`agenttrain recipe`: demonstrations -> SFT -> GRPO -> evaluation of each stage.
+
+Every stage writes into one run folder and is skipped when it already finished, so an
+interrupted recipe continues where it stopped. The base model, the SFT checkpoint and the
+SFT+GRPO checkpoint are evaluated on the same held-out tasks and seeds; `report.md` holds
+the comparison table and plot.
+
+    <out>/demos.jsonl   <out>/sft/   <out>/grpo/   <out>/eval/   <out>/report.md
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+from rich.console import Console
+
+from agenttrain import config as config_io
+from agenttrain.eval.report import metrics_table
+from agenttrain.eval.runner import EvalConfig, parse_ranges
+from agenttrain.rl import checkpoint
+from agenttrain.rl.config import RunConfig, Section
+from agenttrain.rollout.engine import RolloutConfig
+
+
+class DemosStage(Section):
+    env: str = "textcraft"
+    split: str = "train"
+    tasks: list[int] | None = None
+    solver: str = "oracle"
+    action_format: Literal["react", "adapt", "json", "raw"] = "react"
+
+
+class TrainingStage(Section):
+    config: Path
+    overrides: list[str] = Field(default_factory=list)
+
+
+class RecipeEval(Section):
+    split: str = "test"
+    tasks: list[int] | str | None = None
+    """Positions within the split: a list, or ranges such as "0-39"."""
+    n: int = Field(4, ge=1)
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    temperature: float = Field(0.7, ge=0)
+    max_turns: int | None = Field(None, ge=1)
+    max_new_tokens: int = Field(96, ge=1)
+
+
+class RecipeConfig(Section):
+    run: RunConfig = Field(
+        default_factory=lambda: RunConfig(
+            name="textcraft-recipe", out_dir=Path("runs/textcraft-recipe")
+        )
+    )
+    demos: DemosStage = Field(default_factory=DemosStage)
+    sft: TrainingStage = Field(
+        default_factory=lambda: TrainingStage(config=Path("configs/textcraft_sft.yaml"))
+    )
+    grpo: TrainingStage = Field(
+        default_factory=lambda: TrainingStage(config=Path("configs/textcraft_grpo.yaml"))
+    )
+    eval: RecipeEval = Field(default_factory=RecipeEval)
+
+
+STAGES = ("base", "SFT", "SFT+GRPO")
+
+
+class Recipe:
+    def __init__(self, config: RecipeConfig, console: Console | None = None) -> None:
+        from agenttrain.rl.config import TrainConfig
+        from agenttrain.sft.config import SFTConfig
+
+        self.config = config
+        self.console = console or Console()
+        self.out = config.run.out_dir
+        seed = f"run.seed={config.run.seed}"
+        self.demos_path = self.out / "demos.jsonl"
+        # both configs are read (and checked) before anything runs
+        self.sft_config = config_io.load(
+            SFTConfig,
+            config.sft.config,
+            [
+                *config.sft.overrides,
+                seed,
+                f"run.out_dir={self.out / 'sft'}",
+                f"data.train=[{self.demos_path}]",
+                f"data.env={config.demos.env}",
+                f"eval.action_format={config.demos.action_format}",
+            ],
+        )
+        self.grpo_overrides = [
+            *config.grpo.overrides,
+            seed,
+            f"run.out_dir={self.out / 'grpo'}",
+            f"env.name={config.demos.env}",
+            f"rollout.action_format={config.demos.action_format}",
+        ]
+        config_io.load(TrainConfig, config.grpo.config, self.grpo_overrides)
+        self.timings: dict[str, float] = {}
+
+    def run(self) -> Path:
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "recipe.yaml").write_text(config_io.dump(self.config))
+        self._stage("demos", self.make_demos)
+        sft_checkpoint = self._stage("SFT", self.train_sft)
+        grpo_checkpoint = self._stage("GRPO", lambda: self.train_grpo(sft_checkpoint))
+        models = {
+            "base": self.sft_config.model.path,
+            "SFT": sft_checkpoint,
+            "SFT+GRPO": grpo_checkpoint,
+        }
+        summaries = self._stage("eval", lambda: self.evaluate(models))
+        return self.write_report(models, summaries)
+
+    def _stage(self, name: str, work: Any) -> Any:
+        self.console.rule(f"[bold]{name}")
+        started = time.perf_counter()
+        result = work()
+        self.timings[name] = time.perf_counter() - started
+        return result
+
+    def make_demos(self) -> Path:
+        from agenttrain.sft.demos import write_demos
+
+        if self.demos_path.exists():
+            self.console.print(f"using the demonstrations in {self.demos_path}")
+            return self.demos_path
+        demos = self.config.demos
+        solver_config = EvalConfig(
+            env=demos.env,
+            split=demos.split,
+            tasks=demos.tasks,
+            models=[demos.solver],
+            seeds=[self.config.run.seed],
+            rollout=RolloutConfig(action_format=demos.action_format),
+        )
+        staging = self.demos_path.with_suffix(".partial")
+        result = write_demos(solver_config, staging, self.console)
+        staging.rename(self.demos_path)
+        self.console.print(f"kept {result.kept} of {result.episodes} episodes")
+        return self.demos_path
+
+    def train_sft(self) -> str:
+        from agenttrain.sft.trainer import SFTTrainer
+
+        done = checkpoint.finished(self.sft_config.run.out_dir)
+        if done is None:
+            SFTTrainer(self.sft_config, self.console).train()
+            done = checkpoint.finished(self.sft_config.run.out_dir)
+            if done is None:
+                raise KeyboardInterrupt  # stopped by Ctrl-C; the checkpoint is kept
+        else:
+            self.console.print(f"SFT already finished: {done['checkpoint']}")
+        return str(done["checkpoint"])
+
+    def train_grpo(self, start: str) -> str:
+        from agenttrain.rl.config import TrainConfig
+        from agenttrain.rl.trainer import Trainer
+
+        config = config_io.load(
+            TrainConfig, self.config.grpo.config, [*self.grpo_overrides, f"model.path={start}"]
+        )
+        done = checkpoint.finished(config.run.out_dir)
+        if done is None:
+            trainer = Trainer(config, self.console)
+            trainer.train()
+            done = checkpoint.finished(config.run.out_dir)
+            if done is None:
+                raise KeyboardInterrupt
+        else:
+            self.console.print(f"GRPO already finished: {done['checkpoint']}")
+        return str(done["checkpoint"])
+
+    def eval_config(self, models: list[str]) -> EvalConfig:
+        settings = self.config.eval
+        tasks = parse_ranges(settings.tasks) if isinstance(settings.tasks, str) else settings.tasks
+        return EvalConfig(
+            env=self.config.demos.env,
+            split=settings.split,
+            tasks=tasks,
+            models=models,
+            n=settings.n,
+            seeds=settings.seeds,
+            temperature=settings.temperature,
+            rollout=RolloutConfig(
+                max_turns=settings.max_turns,
+                max_new_tokens=settings.max_new_tokens,
+                action_format=self.config.demos.action_format,
+            ),
+            device=self.sft_config.model.device,
+            out=self.out / "eval",
+        )
+
+    def evaluate(self, models: dict[str, str]) -> dict[str, dict[str, Any]]:
+        """Each stage's model on the same tasks and seeds (a finished model is not redone)."""
+        from agenttrain.envs import get_spec
+        from agenttrain.eval.report import write_report
+        from agenttrain.eval.runner import ModelResult, evaluate, slug
+
+        config = self.eval_config(list(models.values()))
+        results = []
+        for label, model in models.items():
+            folder = config.out / slug(model)
+            if (folder / "summary.json").exists():
+                summary = json.loads((folder / "summary.json").read_text())
+                results.append(ModelResult(model, summary, folder / "episodes.jsonl", 0.0))
+                self.console.print(f"{label}: already evaluated ({folder})")
+                continue
+            single = config.model_copy(update={"models": [model]})
+            results += evaluate(single, self.console)
+        (config.out / "summary.json").write_text(
+            json.dumps({r.model: r.summary for r in results}, indent=2)
+        )
+        write_report(
+            config.out,
+            results,
+            config,
+            f"agenttrain recipe {self.out}/recipe.yaml",
+            get_spec(config.env).breakdown_key,
+        )
+        return {label: results[i].summary for i, label in enumerate(models)}
+
+    def write_report(self, models: dict[str, str], summaries: dict[str, dict[str, Any]]) -> Path:
+        from agenttrain.eval.report import plot_comparison
+
+        settings = self.config.eval
+        plot_comparison(summaries, self.out / "comparison.png")
+        rates = [summaries[label]["success_rate"] for label in STAGES]
+        lines = [
+            f"# Recipe: {self.config.run.name}",
+            "",
+            f"Oracle demonstrations -> SFT -> GRPO on {self.config.demos.env}; each stage's "
+            f"model evaluated on the same {settings.split} tasks "
+            f"({summaries['base']['tasks']} tasks × {settings.n} samples × seeds "
+            f"{settings.seeds}, temperature {settings.temperature}).",
+            "",
+            metrics_table(summaries),
+            "",
+            f"Success: base {rates[0]:.1%} -> SFT {rates[1]:.1%} ({rates[1] - rates[0]:+.1%}) "
+            f"-> SFT+GRPO {rates[2]:.1%} ({rates[2] - rates[1]:+.1%}).",
+            "",
+            "![comparison](comparison.png)",
+            "",
+            "## Models",
+            "",
+            *(f"- {label}: `{model}`" for label, model in models.items()),
+            "",
+            "## Stages",
+            "",
+            "| stage | wall time (min) | details |",
+            "|---|---|---|",
+            f"| demos | {self.timings.get('demos', 0) / 60:.1f} | `{self.demos_path}` |",
+            f"| SFT | {self.timings.get('SFT', 0) / 60:.1f} | [sft/report.md](sft/report.md) |",
+            f"| GRPO | {self.timings.get('GRPO', 0) / 60:.1f} | [grpo/report.md](grpo/report.md) |",
+            f"| eval | {self.timings.get('eval', 0) / 60:.1f} | [eval/report.md](eval/report.md) |",
+            "",
+            "Stages that had already finished are reused (wall time ~0).",
+        ]
+        path = self.out / "report.md"
+        path.write_text("\n".join(lines) + "\n")
+        (self.out / "results.json").write_text(
+            json.dumps(
+                {"models": models, "summaries": summaries, "timings_s": self.timings}, indent=2
+            )
+        )
+        return path

@@ -1,0 +1,1 @@
+"""Multi-turn supervised fine-tuning: the warm start before RL."""

@@ -1,0 +1,121 @@
+"""Supervised data: conversations with a per-message "train on this" flag, from three formats.
+
+- agenttrain trajectories (`agenttrain eval`/`demos` JSONL): the episode's turns are trained
+  on, the conversation start (instructions, acknowledgement) is not; unsuccessful episodes
+  are skipped unless asked for (rejection sampling).
+- AgentGym's AgentTraj: `{"item_id": "textcraft_12", "conversations": [{"from": "human"|"gpt",
+  "loss": bool|null, "value": ...}]}`; `gpt` turns are trained on unless `loss` is false.
+- plain chat: `{"messages": [{"role", "content"[, "loss"]}]}`; assistant turns trained on
+  unless `loss` is false (`env` and `task_id` keys, if present, feed the test-split guard).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+DataFormat = Literal["auto", "trajectory", "agenttraj", "chat"]
+
+
+class DataError(ValueError):
+    """A data file or line cannot be used; the message names the file and line."""
+
+
+@dataclass
+class Conversation:
+    messages: list[dict[str, str]]
+    trainable: list[bool]
+    """Per message: whether its tokens carry loss (only assistant messages may)."""
+    source: str
+    """file:line, for error messages."""
+    env: str | None = None
+    task_id: int | None = None
+    """Our task id (agenttrain formats only; AgentGym's ids name other goals)."""
+
+    @property
+    def first_observation(self) -> str | None:
+        """The environment's first message: the user message right before the first
+        trained turn (the conversation start comes before it)."""
+        for index, trained in enumerate(self.trainable):
+            if trained and index > 0 and self.messages[index - 1]["role"] == "user":
+                return self.messages[index - 1]["content"]
+        return None
+
+
+def detect_format(record: dict[str, Any]) -> DataFormat:
+    if "conversations" in record:
+        return "agenttraj"
+    if "messages" in record and "turns" in record and "episode_id" in record:
+        return "trajectory"
+    if "messages" in record:
+        return "chat"
+    raise DataError("neither 'conversations' (AgentTraj) nor 'messages' (trajectory, chat)")
+
+
+def _from_trajectory(record: dict[str, Any], source: str) -> Conversation:
+    messages = [{"role": m["role"], "content": m["content"]} for m in record["messages"]]
+    turns = len(record["turns"])
+    replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    trained = set(replies[len(replies) - turns :]) if turns else set()
+    return Conversation(
+        messages,
+        [i in trained for i in range(len(messages))],
+        source,
+        record.get("env"),
+        record.get("task_id"),
+    )
+
+
+def _from_agenttraj(record: dict[str, Any], source: str) -> Conversation:
+    roles = {"human": "user", "gpt": "assistant", "system": "system"}
+    messages, trainable = [], []
+    for turn in record["conversations"]:
+        if turn.get("from") not in roles:
+            raise DataError(f"unknown speaker {turn.get('from')!r} (expected human, gpt or system)")
+        role = roles[turn["from"]]
+        messages.append({"role": role, "content": str(turn.get("value", ""))})
+        trainable.append(role == "assistant" and turn.get("loss") is not False)
+    env = str(record.get("item_id", "")).rsplit("_", 1)[0] or None
+    return Conversation(messages, trainable, source, env, None)
+
+
+def _from_chat(record: dict[str, Any], source: str) -> Conversation:
+    messages, trainable = [], []
+    for message in record["messages"]:
+        if message.get("role") not in ("system", "user", "assistant"):
+            raise DataError(f"unknown role {message.get('role')!r}")
+        messages.append({"role": message["role"], "content": str(message.get("content", ""))})
+        trainable.append(message["role"] == "assistant" and message.get("loss") is not False)
+    task = record.get("task_id")
+    return Conversation(
+        messages, trainable, source, record.get("env"), int(task) if task is not None else None
+    )
+
+
+READERS = {"trajectory": _from_trajectory, "agenttraj": _from_agenttraj, "chat": _from_chat}
+
+
+def read_conversations(
+    path: Path, data_format: DataFormat = "auto", successful_only: bool = True
+) -> Iterator[Conversation]:
+    """Conversations of a JSONL file; unsuccessful trajectories skipped if `successful_only`."""
+    if not path.exists():
+        raise DataError(f"no such data file: {path}")
+    with path.open() as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            source = f"{path}:{number}"
+            try:
+                record = json.loads(line)
+                kind = detect_format(record) if data_format == "auto" else data_format
+                if kind == "trajectory" and successful_only and not record.get("success"):
+                    continue
+                conversation = READERS[kind](record, source)
+            except (json.JSONDecodeError, KeyError, TypeError, DataError) as problem:
+                raise DataError(f"{source}: {problem}") from None
+            if any(conversation.trainable):
+                yield conversation

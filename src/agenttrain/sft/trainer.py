@@ -1,0 +1,296 @@
+"""Multi-turn SFT: token-mean cross-entropy on assistant tokens, in the trainer's run format.
+
+Same run folder, checkpoints (so `agenttrain train model.path=<run>/checkpoints/step-N`
+continues from them), metric loggers, Ctrl-C handling and exact resume as `agenttrain train`.
+With `eval.after_training` the final checkpoint plays held-out tasks through the eval runner
+and the result goes into the run's report.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from agenttrain import config as config_io
+from agenttrain.modeling import autocast, build_trainable
+from agenttrain.policy.chat import ChatTemplate
+from agenttrain.rl import checkpoint
+from agenttrain.rl.logprobs import logprobs_at
+from agenttrain.rl.tracking import Tracker
+from agenttrain.runtime import (
+    GracefulStop,
+    TrainingRun,
+    lr_factor,
+    seed_everything,
+    step_progress,
+)
+from agenttrain.sft.batching import collate, micro_batches, plan_steps
+from agenttrain.sft.config import SFTConfig
+from agenttrain.sft.data import DataError, read_conversations
+from agenttrain.sft.guard import HeldOutGuard
+from agenttrain.sft.report import write_sft_report
+from agenttrain.sft.tokenize import Example, tokenize
+
+
+class SFTTrainer(TrainingRun):
+    def __init__(self, config: SFTConfig, console: Console | None = None) -> None:
+        self.config = config
+        self.console = console or Console()
+        self.run_dir = config.run.out_dir
+        self.device = torch.device(config.model.device)
+        self.resume_from = checkpoint.resume_point(self.run_dir, config.trainer.resume)
+        seed_everything(config.run.seed)
+        self.stop = GracefulStop(self.console)
+        source = self.resume_from / "model" if self.resume_from else None
+        self.model, self.tokenizer = build_trainable(config.model, source)
+        self.template = ChatTemplate(self.tokenizer, config.data.system_prompt)
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id or 0
+        self.train_examples, self.eval_examples = self._load_data()
+        self.steps = plan_steps(
+            [len(e.ids) for e in self.train_examples],
+            config.optim.epochs,
+            config.optim.batch_tokens,
+            config.run.seed,
+        )
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=config.optim.lr, weight_decay=config.optim.weight_decay
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.step = 0
+        if self.resume_from is not None:
+            state = checkpoint.load_state(self.resume_from)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            checkpoint.restore_rng(state["rng"])
+            self.step = int(state["step"])
+        self.eval_summary: dict[str, Any] | None = None
+
+    @property
+    def total_steps(self) -> int:
+        return len(self.steps)
+
+    # -- data ---------------------------------------------------------------------------------
+
+    def _load_data(self) -> tuple[list[Example], list[Example]]:
+        """Tokenized training and held-out examples, after the test-split guard saw them all."""
+        data = self.config.data
+        if not data.train:
+            raise DataError("data.train is empty: name at least one JSONL file")
+        guard = HeldOutGuard(data.env)
+
+        def read(paths: list[Path]) -> list[Any]:
+            conversations = [
+                c
+                for path in paths
+                for c in read_conversations(Path(path), data.format, data.successful_only)
+            ]
+            for conversation in conversations:
+                guard.check(conversation)
+            return conversations
+
+        train = read(data.train)[: data.limit]
+        held_out = read(data.eval)
+        if not held_out and data.eval_fraction > 0 and len(train) > 1:
+            order = list(range(len(train)))
+            random.Random(f"{self.config.run.seed}/sft/holdout").shuffle(order)
+            count = max(1, round(len(train) * data.eval_fraction))
+            chosen = set(order[:count])
+            held_out = [c for i, c in enumerate(train) if i in chosen]
+            train = [c for i, c in enumerate(train) if i not in chosen]
+        if not train:
+            raise DataError(f"no trainable conversations in {', '.join(map(str, data.train))}")
+
+        def encode(conversations: list[Any]) -> list[Example]:
+            examples = [tokenize(c, self.template, data.max_length) for c in conversations]
+            return [e for e in examples if e is not None]
+
+        return encode(train), encode(held_out)
+
+    def describe_data(self) -> str:
+        tokens = sum(len(e.ids) for e in self.train_examples)
+        trained = sum(e.trained_tokens for e in self.train_examples)
+        truncated = sum(e.truncated for e in self.train_examples)
+        return (
+            f"{len(self.train_examples)} training conversations ({tokens} tokens, {trained} "
+            f"trained on{f', {truncated} truncated' if truncated else ''}); "
+            f"{len(self.eval_examples)} held out; {self.total_steps} steps"
+        )
+
+    # -- optimisation -----------------------------------------------------------------------
+
+    def _lr_factor(self, step: int) -> float:
+        optim = self.config.optim
+        return lr_factor(step, len(self.steps), optim.warmup_steps, optim.lr_schedule)
+
+    def _loss_sums(self, examples: list[Example], train: bool) -> tuple[float, int]:
+        """(summed token NLL, trained tokens) over examples, micro-batch by micro-batch;
+        with `train`, gradients of the token-mean loss over all of them accumulate."""
+        optim = self.config.optim
+        total_tokens = sum(e.trained_tokens for e in examples)
+        lengths = {i: len(e.ids) for i, e in enumerate(examples)}
+        loss_sum = 0.0
+        for group in micro_batches(lengths, optim.micro_batch_tokens, optim.packing):
+            batch = collate([examples[i] for i in group], optim.packing, self.pad_id, self.device)
+            if batch.trained_tokens == 0:
+                continue
+            with torch.set_grad_enabled(train), autocast(self.config.model):
+                logprobs, _ = logprobs_at(
+                    self.model,
+                    batch.input_ids,
+                    batch.attention_mask,
+                    batch.rows,
+                    batch.positions,
+                    batch.targets,
+                    position_ids=batch.position_ids,
+                )
+            nll = -logprobs.sum()
+            if train:
+                (nll / total_tokens).backward()
+            loss_sum += float(nll.detach())
+        return loss_sum, total_tokens
+
+    def train_step(self, step: int) -> dict[str, float]:
+        started = time.perf_counter()
+        examples = [self.train_examples[i] for i in self.steps[step - 1]]
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, tokens = self._loss_sums(examples, train=True)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.optim.grad_clip)
+        self.optimizer.step()
+        lr = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        elapsed = time.perf_counter() - started
+        sequence_tokens = sum(len(e.ids) for e in examples)
+        return {
+            "train/loss": loss_sum / max(tokens, 1),
+            "train/grad_norm": float(grad_norm),
+            "train/lr": lr,
+            "train/conversations": len(examples),
+            "train/trained_tokens": tokens,
+            "train/epoch": self._epoch_at(step),
+            "timing_s/step": elapsed,
+            "perf/tokens_per_s": sequence_tokens / max(elapsed, 1e-9),
+        }
+
+    def _epoch_at(self, step: int) -> float:
+        done = sum(len(s) for s in self.steps[:step])
+        return done / max(1, len(self.train_examples))
+
+    def eval_loss(self) -> dict[str, float]:
+        if not self.eval_examples:
+            return {}
+        self.model.eval()
+        try:
+            loss_sum, tokens = self._loss_sums(self.eval_examples, train=False)
+        finally:
+            self.model.train()
+        return {"eval/loss": loss_sum / max(tokens, 1)}
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def train(self) -> Path:
+        config = self.config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(config_io.dump(config))
+        tracker = Tracker(
+            config.trainer.loggers,
+            self.run_dir,
+            config.run.name,
+            config.model_dump(mode="json"),
+            resume_step=self.step,
+        )
+        self.console.print(self.describe_data())
+        if self.resume_from is not None:
+            self.console.print(
+                f"resuming {self.run_dir} from {self.resume_from.name} (step {self.step})"
+            )
+        self.stop.install()
+        last_saved = self.step if self.resume_from else None
+        try:
+            with step_progress(self.console) as progress:
+                bar = progress.add_task(
+                    "sft", total=self.total_steps, completed=self.step, status=""
+                )
+                if self.step == 0:
+                    tracker.log(self.eval_loss(), 0)
+                while self.step < self.total_steps and not self.stop_requested:
+                    self.step += 1
+                    metrics = self.train_step(self.step)
+                    last = self.step == self.total_steps
+                    if self.step % config.trainer.eval_freq == 0 or last:
+                        metrics.update(self.eval_loss())
+                    tracker.log(metrics, self.step)
+                    status = f"loss {metrics['train/loss']:.3f}"
+                    if "eval/loss" in metrics:
+                        status += f" · eval {metrics['eval/loss']:.3f}"
+                    progress.update(bar, advance=1, status=status)
+                    if self.step % config.trainer.save_freq == 0 or self.stop_requested:
+                        self.save()
+                        last_saved = self.step
+            if last_saved != self.step:
+                self.save()
+        finally:
+            self.stop.restore()
+            tracker.close()
+        if not self.stop_requested and config.eval.after_training:
+            self.evaluate_final()
+        report = write_sft_report(self.run_dir, config, self.eval_summary)
+        self.finish(report, self.eval_summary)
+        return self.run_dir
+
+    def save(self) -> Path:
+        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        return checkpoint.save(
+            self.run_dir,
+            self.step,
+            self.model,
+            self.tokenizer,
+            self.config.model.path,
+            state,
+            self.config.trainer.keep_checkpoints,
+        )
+
+    def evaluate_final(self) -> dict[str, Any]:
+        """Play held-out tasks with the final checkpoint (eval runner, report in `eval/`)."""
+        from agenttrain.envs import get_spec
+        from agenttrain.eval.report import write_report
+        from agenttrain.eval.runner import EvalConfig, evaluate
+        from agenttrain.rollout.engine import RolloutConfig
+
+        settings = self.config.eval
+        final = checkpoint.latest(self.run_dir)
+        eval_config = EvalConfig(
+            env=self.config.data.env,
+            split=settings.split,
+            tasks=settings.tasks,
+            models=[str(final)],
+            n=settings.n,
+            seeds=[self.config.run.seed],
+            temperature=settings.temperature,
+            rollout=RolloutConfig(
+                max_turns=settings.max_turns,
+                max_new_tokens=settings.max_new_tokens,
+                action_format=settings.action_format,
+                system_prompt=self.config.data.system_prompt,
+            ),
+            device=self.config.model.device,
+            out=self.run_dir / "eval",
+        )
+        self.console.print(f"[bold]evaluating the final checkpoint on {settings.split}[/]")
+        results = evaluate(eval_config, self.console)
+        write_report(
+            eval_config.out,
+            results,
+            eval_config,
+            f"agenttrain sft {self.run_dir}/config.yaml (eval.after_training)",
+            get_spec(eval_config.env).breakdown_key,
+        )
+        self.eval_summary = results[0].summary
+        return self.eval_summary

@@ -1,0 +1,48 @@
+"""`agenttrain recipe` end to end on the tiny model: every stage, the comparison, the re-run."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from agenttrain.cli import app
+
+runner = CliRunner()
+
+
+def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path):
+    out = tmp_path / "recipe"
+    arguments = [
+        "recipe",
+        "configs/textcraft_recipe.yaml",
+        f"run.out_dir={out}",
+        "demos.tasks=[0,1,2,3,4,5]",
+        "eval.tasks=0-1",
+        "eval.n=1",
+        "eval.max_turns=2",
+        "eval.max_new_tokens=8",
+        "sft.overrides=[eval.after_training=false,"
+        f"model.path={tiny_model_dir},optim.batch_tokens=2048,trainer.loggers=[jsonl]]",
+        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
+        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
+        "trainer.loggers=[jsonl]]",
+    ]
+    result = runner.invoke(app, arguments, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["summaries"]) == ["base", "SFT", "SFT+GRPO"]
+    assert results["models"]["SFT"].startswith(str(out / "sft" / "checkpoints"))
+    assert results["models"]["SFT+GRPO"].startswith(str(out / "grpo" / "checkpoints"))
+    assert all(s["episodes"] == 2 for s in results["summaries"].values())
+    report = (out / "report.md").read_text()
+    assert "| base |" in report and "| SFT+GRPO |" in report
+    assert (out / "comparison.png").exists() and (out / "eval" / "report.md").exists()
+    # GRPO started from the SFT adapter
+    grpo_config = (out / "grpo" / "config.yaml").read_text()
+    assert f"path: {results['models']['SFT']}" in grpo_config
+
+    again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert "SFT already finished" in again.output and "GRPO already finished" in again.output
+    assert "already evaluated" in again.output

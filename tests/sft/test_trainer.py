@@ -1,0 +1,130 @@
+"""`agenttrain sft`: the loss goes down, checkpoints feed `train` and `eval`, resume is exact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from agenttrain.cli import app
+from agenttrain.config import load
+from agenttrain.modeling import ModelConfig, build_trainable
+from agenttrain.rl import checkpoint
+from agenttrain.rl.tracking import read_metrics
+from agenttrain.sft.config import SFTConfig
+from agenttrain.sft.trainer import SFTTrainer
+
+RECIPE = Path(__file__).parents[2] / "configs" / "textcraft_sft.yaml"
+runner = CliRunner()
+
+
+def recipe(demos, model, out, *overrides) -> SFTConfig:
+    return load(
+        SFTConfig,
+        RECIPE,
+        [
+            f"data.train=[{demos}]",
+            f"model.path={model}",
+            f"run.out_dir={out}",
+            "trainer.loggers=[jsonl]",
+            "eval.after_training=false",
+            *overrides,
+        ],
+    )
+
+
+def test_sft_on_a_handful_of_demos_drives_the_loss_down(demos_file, smollm2_dir, tmp_path):
+    """The real SmolLM2, LoRA, 6 demonstrations, 4 epochs of 1 step each."""
+    config = recipe(
+        demos_file,
+        smollm2_dir,
+        tmp_path / "run",
+        "data.limit=6",
+        "data.eval_fraction=0",
+        "optim.epochs=4",
+        "optim.batch_tokens=100000",
+        "optim.warmup_steps=0",
+        "optim.lr_schedule=constant",
+        "optim.lr=2e-3",
+    )
+    SFTTrainer(config).train()
+    losses = [
+        row["train/loss"]
+        for row in read_metrics(tmp_path / "run" / "metrics.jsonl")
+        if "train/loss" in row
+    ]
+    assert len(losses) == 4
+    assert losses[-1] < 0.6 * losses[0], losses
+
+
+def test_a_checkpoint_continues_as_an_rl_starting_point_and_in_eval(
+    demos_file, tiny_model_dir, tmp_path
+):
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app,
+        [
+            "sft",
+            str(RECIPE),
+            f"data.train=[{demos_file}]",
+            f"model.path={tiny_model_dir}",
+            f"run.out_dir={out}",
+            "trainer.loggers=[jsonl]",
+            "optim.batch_tokens=4096",
+            "eval.tasks=[0,1]",
+            "eval.max_turns=2",
+            "eval.max_new_tokens=8",
+        ],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    final = checkpoint.latest(out)
+    assert (final / "model" / "adapter_config.json").exists()
+    report = (out / "report.md").read_text()
+    assert "Held-out evaluation (val)" in report and "final checkpoint" in report
+    assert (out / "eval" / "report.md").exists() and (out / "loss.png").exists()
+    rows = read_metrics(out / "metrics.jsonl")
+    assert "eval/loss" in rows[0] and "eval/loss" in rows[-1]
+    # `agenttrain train model.path=<checkpoint>` starts from the trained adapter
+    model, _ = build_trainable(ModelConfig(path=str(final)))
+    saved, _ = build_trainable(ModelConfig(), final / "model")
+    for (name, a), (_, b) in zip(model.named_parameters(), saved.named_parameters(), strict=True):
+        assert a.requires_grad == b.requires_grad, name
+        assert (a == b).all(), name
+
+
+def test_an_interrupted_run_resumes_exactly(demos_file, tiny_model_dir, tmp_path):
+    overrides = ("optim.batch_tokens=2048", "data.limit=8", "trainer.save_freq=2")
+    reference = SFTTrainer(recipe(demos_file, tiny_model_dir, tmp_path / "a", *overrides))
+    assert reference.total_steps >= 3
+    reference.train()
+
+    interrupted = SFTTrainer(recipe(demos_file, tiny_model_dir, tmp_path / "b", *overrides))
+    original_step = interrupted.train_step
+
+    def stop_after_two(step: int) -> dict:
+        metrics = original_step(step)
+        if step == 2:
+            interrupted.stop_requested = True  # what Ctrl-C does
+        return metrics
+
+    interrupted.train_step = stop_after_two
+    interrupted.train()
+    assert checkpoint.latest(tmp_path / "b").name == "step-2"
+    resumed = SFTTrainer(recipe(demos_file, tiny_model_dir, tmp_path / "b", *overrides))
+    assert resumed.step == 2
+    resumed.train()
+
+    expected = read_metrics(tmp_path / "a" / "metrics.jsonl")
+    got = read_metrics(tmp_path / "b" / "metrics.jsonl")
+    assert [r["step"] for r in got] == [r["step"] for r in expected]
+    for want, have in zip(expected, got, strict=True):
+        for key in ("train/loss", "eval/loss", "train/lr"):
+            if key in want:
+                assert abs(want[key] - have[key]) < 1e-5, (want["step"], key)
+
+
+def test_bad_config_keys_name_the_key(tmp_path):
+    result = runner.invoke(app, ["sft", str(RECIPE), "optim.learning_rate=1"])
+    assert result.exit_code == 2
+    assert "learning_rate" in result.output
