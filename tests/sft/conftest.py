@@ -8,11 +8,33 @@ from typer.testing import CliRunner
 from agenttrain.cli import app
 
 
-@pytest.fixture(scope="session")
-def demos_file(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demos") / "demos.jsonl"
+def write_demos(folder, action_format: str):
+    out = folder / f"demos-{action_format}.jsonl"
     result = CliRunner().invoke(
-        app, ["demos", "--split", "train", "--tasks", "0-11", "--out", str(out)]
+        app,
+        [
+            "demos",
+            "--split",
+            "train",
+            "--tasks",
+            "0-11",
+            "--format",
+            action_format,
+            "--out",
+            str(out),
+        ],
     )
     assert result.exit_code == 0, result.output
     return out
+
+
+@pytest.fixture(scope="session")
+def demos_file(tmp_path_factory):
+    """ReAct demonstrations (thought + action)."""
+    return write_demos(tmp_path_factory.mktemp("demos"), "react")
+
+
+@pytest.fixture(scope="session")
+def adapt_demos_file(tmp_path_factory):
+    """ADaPT-style demonstrations ('> think:' lines and '> action')."""
+    return write_demos(tmp_path_factory.mktemp("demos"), "adapt")

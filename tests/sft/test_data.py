@@ -33,7 +33,11 @@ def write(path, records):
     return path
 
 
-def test_trajectories_train_on_the_episode_turns_not_the_conversation_start(demos_file, tokenizer):
+@pytest.mark.parametrize("fixture", ["demos_file", "adapt_demos_file"])
+def test_trajectories_train_on_the_episode_turns_not_the_conversation_start(
+    fixture, request, tokenizer
+):
+    demos_file = request.getfixturevalue(fixture)
     template = ChatTemplate(tokenizer)
     episode = next(read_jsonl(demos_file))
     conversation = next(read_conversations(demos_file))
