@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
+from agenttrain.policy.models import load_hf, resolve
 
 runner = CliRunner()
 
@@ -41,6 +45,17 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     # GRPO started from the SFT adapter
     grpo_config = (out / "grpo" / "config.yaml").read_text()
     assert f"path: {results['models']['SFT']}" in grpo_config
+
+    # its checkpoint is the SFT adapter trained further, on the same root model (not stacked)
+    sft, grpo = resolve(results["models"]["SFT"]), resolve(results["models"]["SFT+GRPO"])
+    assert grpo.base == sft.base == tiny_model_dir
+    model, _ = load_hf(grpo)
+    assert list(model.peft_config) == ["default"]
+    by_hand = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir), grpo.path
+    )
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    assert torch.allclose(model(ids).logits, by_hand(ids).logits, atol=1e-5)
 
     again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert again.exit_code == 0, again.output

@@ -146,7 +146,9 @@ def _adapter_base(adapter: Path) -> Path:
         base = resolve(base_spec)
         if base.path is None:
             raise PolicyError(f"base model {base_spec!r} of {adapter} is not a local model")
-        return base.path
+        # a run started from another adapter (e.g. GRPO from SFT) kept training that adapter:
+        # its checkpoint holds the whole adapter, on the same root model, never stacked
+        return base.base or base.path
     config = json.loads((adapter / "adapter_config.json").read_text())
     base_path = Path(config.get("base_model_name_or_path") or "")
     if base_path.is_dir():
