@@ -70,7 +70,14 @@ def apply_override(data: dict[str, Any], assignment: str, model: type[BaseModel]
         if part not in fields:
             raise _unknown(".".join(parts[: depth + 1]), ".".join(parts[:depth]), list(fields))
         if depth == len(parts) - 1:
-            target[part] = yaml.safe_load(raw) if raw.strip() else None
+            try:
+                target[part] = yaml.safe_load(raw) if raw.strip() else None
+            except yaml.YAMLError as problem:
+                raise ConfigError(
+                    f"override {key.strip()!r}: cannot read {raw!r} as a YAML value "
+                    f"({problem.__class__.__name__}); quote list items that contain brackets, "
+                    "e.g. 'sft.overrides=[\"trainer.loggers=[jsonl]\"]'"
+                ) from None
             return
         section = _section_type(fields[part].annotation)
         if section is None:

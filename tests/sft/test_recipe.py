@@ -27,10 +27,10 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
         "eval.max_turns=2",
         "eval.max_new_tokens=8",
         "sft.overrides=[eval.after_training=false,"
-        f"model.path={tiny_model_dir},optim.batch_tokens=2048,trainer.loggers=[jsonl]]",
+        f"model.path={tiny_model_dir},optim.batch_tokens=2048,'trainer.loggers=[jsonl]']",
         "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
         "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
-        "trainer.loggers=[jsonl]]",
+        "'trainer.loggers=[jsonl]']",
     ]
     result = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
@@ -61,3 +61,13 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     assert again.exit_code == 0, again.output
     assert "SFT already finished" in again.output and "GRPO already finished" in again.output
     assert "already evaluated" in again.output
+
+
+def test_an_unreadable_override_value_is_a_config_error():
+    result = runner.invoke(
+        app,
+        ["recipe", "configs/textcraft_recipe.yaml", "sft.overrides=[a=[b]"],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 2
+    assert "override 'sft.overrides': cannot read" in result.output
