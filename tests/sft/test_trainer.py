@@ -94,7 +94,7 @@ def test_a_checkpoint_continues_as_an_rl_starting_point_and_in_eval(
 
 
 def test_an_interrupted_run_resumes_exactly(demos_file, tiny_model_dir, tmp_path):
-    overrides = ("optim.batch_tokens=2048", "data.limit=8", "trainer.save_freq=2")
+    overrides = ("optim.batch_tokens=1024", "data.limit=8", "trainer.save_freq=2")
     reference = SFTTrainer(recipe(demos_file, tiny_model_dir, tmp_path / "a", *overrides))
     assert reference.total_steps >= 3
     reference.train()
