@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -338,25 +339,40 @@ def train(
 
     Example: agenttrain train configs/textcraft_grpo.yaml trainer.total_steps=50
     """
-    from agenttrain.config import ConfigError, load
-    from agenttrain.policy.base import PolicyError
-    from agenttrain.rl.checkpoint import CheckpointError
+    from agenttrain.config import load
     from agenttrain.rl.config import TrainConfig
-    from agenttrain.rl.rewards import RewardFunctionError
-    from agenttrain.rl.tracking import TrackerError
     from agenttrain.rl.trainer import Trainer
 
-    try:
-        recipe = load(TrainConfig, config, overrides or [])
-        trainer = Trainer(recipe, console)
-    except (
+    _run_trainer(lambda: Trainer(load(TrainConfig, config, overrides or []), console))
+
+
+def _set_up_errors() -> tuple[type[Exception], ...]:
+    """What a training command reports in one line (exit 2) instead of a traceback."""
+    from agenttrain.config import ConfigError
+    from agenttrain.policy.base import PolicyError
+    from agenttrain.rl.checkpoint import CheckpointError
+    from agenttrain.rl.rewards import RewardFunctionError
+    from agenttrain.rl.tracking import TrackerError
+    from agenttrain.sft.data import DataError
+    from agenttrain.sft.guard import HeldOutLeak
+
+    return (
         ConfigError,
         CheckpointError,
+        DataError,
+        HeldOutLeak,
         RewardFunctionError,
         TrackerError,
         PolicyError,
         KeyError,
-    ) as problem:
+    )
+
+
+def _run_trainer(build: Callable[[], Any]) -> None:
+    """Build a trainer (config and set-up errors exit 2), train; exit 130 when stopped."""
+    try:
+        trainer = build()
+    except _set_up_errors() as problem:
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
     trainer.train()
@@ -379,32 +395,11 @@ def sft(
 
     Example: agenttrain sft configs/textcraft_sft.yaml data.train=[runs/demos/textcraft.jsonl]
     """
-    from agenttrain.config import ConfigError, load
-    from agenttrain.policy.base import PolicyError
-    from agenttrain.rl.checkpoint import CheckpointError
-    from agenttrain.rl.tracking import TrackerError
+    from agenttrain.config import load
     from agenttrain.sft.config import SFTConfig
-    from agenttrain.sft.data import DataError
-    from agenttrain.sft.guard import HeldOutLeak
     from agenttrain.sft.trainer import SFTTrainer
 
-    try:
-        recipe = load(SFTConfig, config, overrides or [])
-        trainer = SFTTrainer(recipe, console)
-    except (
-        ConfigError,
-        CheckpointError,
-        DataError,
-        HeldOutLeak,
-        TrackerError,
-        PolicyError,
-        KeyError,
-    ) as problem:
-        console.print(f"[red]error:[/] {problem}")
-        raise typer.Exit(2) from None
-    trainer.train()
-    if trainer.stop_requested:
-        raise typer.Exit(130)
+    _run_trainer(lambda: SFTTrainer(load(SFTConfig, config, overrides or []), console))
 
 
 @app.command()
@@ -487,16 +482,13 @@ def recipe(
 
     Example: agenttrain recipe configs/textcraft_recipe.yaml
     """
-    from agenttrain.config import ConfigError, load
-    from agenttrain.policy.base import PolicyError
+    from agenttrain.config import load
     from agenttrain.recipe import Recipe, RecipeConfig
-    from agenttrain.rl.checkpoint import CheckpointError
-    from agenttrain.sft.data import DataError
 
     try:
         plan = Recipe(load(RecipeConfig, config, overrides or []), console)
         report = plan.run()
-    except (ConfigError, CheckpointError, DataError, PolicyError, ValueError) as problem:
+    except (*_set_up_errors(), ValueError) as problem:
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
