@@ -350,9 +350,9 @@ def _set_up_errors() -> tuple[type[Exception], ...]:
     """What a training command reports in one line (exit 2) instead of a traceback."""
     from agenttrain.config import ConfigError
     from agenttrain.policy.base import PolicyError
-    from agenttrain.rl.checkpoint import CheckpointError
     from agenttrain.rl.rewards import RewardFunctionError
-    from agenttrain.rl.tracking import TrackerError
+    from agenttrain.run.checkpoint import CheckpointError
+    from agenttrain.run.tracking import TrackerError
     from agenttrain.sft.data import DataError
     from agenttrain.sft.guard import HeldOutLeak
 

@@ -21,9 +21,9 @@ from rich.console import Console
 from agenttrain import config as config_io
 from agenttrain.eval.report import metrics_table
 from agenttrain.eval.runner import EvalConfig, parse_ranges
-from agenttrain.rl import checkpoint
-from agenttrain.rl.config import RunConfig, Section
 from agenttrain.rollout.engine import RolloutConfig
+from agenttrain.run import checkpoint
+from agenttrain.run.config import RunConfig, Section
 
 
 class DemosStage(Section):

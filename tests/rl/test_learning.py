@@ -12,8 +12,8 @@ from pathlib import Path
 
 from agenttrain.config import load
 from agenttrain.rl.config import TrainConfig
-from agenttrain.rl.tracking import read_metrics
 from agenttrain.rl.trainer import Trainer
+from agenttrain.run.tracking import read_metrics
 
 RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
 

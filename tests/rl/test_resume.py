@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from agenttrain.rl.tracking import read_metrics
+from agenttrain.run.tracking import read_metrics
 
 RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
 VOLATILE = ("timing_s/", "perf/")

@@ -13,13 +13,13 @@ from agenttrain.config import load
 from agenttrain.envs import EnvSpec, LocalEnvironment, WireProtocol
 from agenttrain.envs.largest import SPEC as LARGEST
 from agenttrain.envs.registry import register
-from agenttrain.rl import checkpoint
-from agenttrain.rl.checkpoint import CheckpointError
 from agenttrain.rl.config import TrainConfig, TurnsStage
 from agenttrain.rl.curriculum import max_turns_at
 from agenttrain.rl.export import export
-from agenttrain.rl.tracking import read_metrics
 from agenttrain.rl.trainer import Trainer
+from agenttrain.run import checkpoint
+from agenttrain.run.checkpoint import CheckpointError
+from agenttrain.run.tracking import read_metrics
 
 RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from agenttrain.rl.logprobs import logprobs_at
+from agenttrain.logprobs import logprobs_at
 from agenttrain.sft.batching import collate, micro_batches, plan_steps
 from agenttrain.sft.tokenize import Example
 

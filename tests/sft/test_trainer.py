@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from agenttrain.cli import app
 from agenttrain.config import load
 from agenttrain.modeling import ModelConfig, build_trainable
-from agenttrain.rl import checkpoint
-from agenttrain.rl.tracking import read_metrics
+from agenttrain.run import checkpoint
+from agenttrain.run.tracking import read_metrics
 from agenttrain.sft.config import SFTConfig
 from agenttrain.sft.trainer import SFTTrainer
 

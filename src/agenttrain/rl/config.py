@@ -5,23 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from agenttrain.modeling import ModelConfig
 from agenttrain.rl.kl import KLType
 from agenttrain.rl.losses import AggMode
 from agenttrain.rollout.engine import RolloutConfig
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RunConfig(Section):
-    name: str = "run"
-    out_dir: Path = Path("runs/run")
-    """The run folder: resolved config, metrics, checkpoints, trajectories, report."""
-    seed: int = 0
+from agenttrain.run.config import RunConfig, Section
 
 
 class EnvConfig(Section):

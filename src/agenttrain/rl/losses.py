@@ -12,6 +12,10 @@ from typing import Literal
 
 import torch
 
+from agenttrain.logprobs import entropy_from_logits
+
+__all__ = ["AGG_MODES", "PolicyLoss", "Totals", "agg_loss", "entropy_from_logits", "ppo_clip_loss"]
+
 AggMode = Literal[
     "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
 ]
@@ -91,9 +95,3 @@ def ppo_clip_loss(
         clipfrac_lower = masked_mean(((surrogate > dual) & (advantages < 0)).float(), mask)
         ppo_kl = masked_mean(-log_ratio, mask)
     return PolicyLoss(agg_loss(loss, mask, agg_mode, totals), clipfrac, clipfrac_lower, ppo_kl)
-
-
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of softmax(logits) along the last axis: logsumexp(z) - Σ p·z."""
-    probs = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(dim=-1)

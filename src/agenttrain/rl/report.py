@@ -9,8 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from agenttrain.rl import checkpoint
-from agenttrain.rl.tracking import read_metrics
+from agenttrain.run import checkpoint
+from agenttrain.run.tracking import read_metrics
 
 PANELS = (
     ("reward and success", ("critic/score/mean", "env/success_rate", "val/success_rate")),

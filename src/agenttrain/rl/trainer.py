@@ -35,24 +35,24 @@ from agenttrain.eval.metrics import summarize
 from agenttrain.modeling import build_trainable
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
-from agenttrain.rl import checkpoint
 from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.curriculum import max_turns_at
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
 from agenttrain.rl.rewards import load_reward_function, score_episode
 from agenttrain.rl.stats import stats, timed
-from agenttrain.rl.tracking import Tracker
 from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
-from agenttrain.runtime import (
+from agenttrain.run import checkpoint
+from agenttrain.run.runtime import (
     GracefulStop,
     TrainingRun,
     lr_factor,
     seed_everything,
     step_progress,
 )
+from agenttrain.run.tracking import Tracker
 from agenttrain.serving.client import EnvServerPool
 
 

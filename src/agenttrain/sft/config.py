@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from agenttrain.modeling import ModelConfig
-from agenttrain.rl.config import RunConfig, Section
+from agenttrain.run.config import RunConfig, Section
 from agenttrain.sft.data import DataFormat
 
 

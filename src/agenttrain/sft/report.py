@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from agenttrain.eval.report import metrics_table
-from agenttrain.rl import checkpoint
-from agenttrain.rl.tracking import read_metrics
+from agenttrain.run import checkpoint
+from agenttrain.run.tracking import read_metrics
 
 HEADLINE = ("train/loss", "eval/loss", "train/grad_norm", "train/lr", "perf/tokens_per_s")
 

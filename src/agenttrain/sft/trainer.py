@@ -17,18 +17,18 @@ import torch
 from rich.console import Console
 
 from agenttrain import config as config_io
+from agenttrain.logprobs import logprobs_at
 from agenttrain.modeling import autocast, build_trainable
 from agenttrain.policy.chat import ChatTemplate
-from agenttrain.rl import checkpoint
-from agenttrain.rl.logprobs import logprobs_at
-from agenttrain.rl.tracking import Tracker
-from agenttrain.runtime import (
+from agenttrain.run import checkpoint
+from agenttrain.run.runtime import (
     GracefulStop,
     TrainingRun,
     lr_factor,
     seed_everything,
     step_progress,
 )
+from agenttrain.run.tracking import Tracker
 from agenttrain.sft.batching import collate, micro_batches, plan_steps
 from agenttrain.sft.config import SFTConfig
 from agenttrain.sft.data import DataError, read_conversations

@@ -96,7 +96,7 @@ class TrainingRun:
 
     def finish(self, report: Path, summary: dict[str, Any] | None = None) -> None:
         """Mark a completed run finished (recipes skip it) and say where everything is."""
-        from agenttrain.rl import checkpoint
+        from agenttrain.run import checkpoint
 
         if not self.stop_requested:
             checkpoint.mark_finished(self.run_dir, self.step, summary)
