@@ -11,13 +11,15 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
+import orjson
 import pytest
 import requests
 
 from agenttrain.envs.registry import register
 from agenttrain.serving.client import EnvServerPool
-from agenttrain.serving.server import create_app
+from agenttrain.serving.server import MAX_BODY_BYTES, create_app
 from support import CounterEnv, SlowCounterEnv, health, serve_in_thread
 
 
@@ -125,7 +127,6 @@ def test_request_errors_are_http_200_error_objects(textcraft_url):
     for answer in (
         post("step", {"id": unknown, "action": "inventory"}),
         post("reset", {"id": unknown, "data_idx": 0}),
-        post("close", {"id": unknown}),
         requests.get(f"{textcraft_url}/observation?id={unknown}", timeout=5),
         requests.get(f"{textcraft_url}/detail?id={unknown}", timeout=5),
     ):
@@ -138,6 +139,47 @@ def test_request_errors_are_http_200_error_objects(textcraft_url):
     assert answer.json() == {
         "error": f"The task with environment {client.env_id} has been deleted."
     }
+
+
+@pytest.mark.parametrize("never_issued", [10**9, -1])
+def test_closing_a_never_issued_id_answers_false_like_agentgym(textcraft_url, never_issued):
+    # AgentGym's close catches the failed lookup and answers false, whatever the id.
+    answer = requests.post(f"{textcraft_url}/close", json={"id": never_issued}, timeout=5)
+    assert answer.status_code == 200
+    assert answer.content == b"false"
+
+
+def _chunks(payload: bytes, size: int = 1 << 16) -> Iterator[bytes]:
+    """A body sent with chunked transfer encoding (no Content-Length)."""
+    for start in range(0, len(payload), size):
+        yield payload[start : start + size]
+
+
+@pytest.mark.parametrize("transfer", ["content-length", "chunked"])
+def test_an_oversized_body_gets_a_json_413(textcraft_url, transfer):
+    payload = b'{"id": 0, "action": "' + b"x" * (MAX_BODY_BYTES + 1) + b'"}'
+    answer = requests.post(
+        f"{textcraft_url}/step",
+        data=payload if transfer == "content-length" else _chunks(payload),
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert answer.status_code == 413
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json() == {"error": f"request body larger than {MAX_BODY_BYTES} bytes"}
+
+
+def test_a_chunked_body_under_the_limit_is_served(textcraft_url):
+    client = AgentGymStyleClient(textcraft_url)
+    body = orjson.dumps({"id": client.env_id, "data_idx": 12})
+    answer = requests.post(
+        f"{textcraft_url}/reset",
+        data=_chunks(body, size=7),
+        headers={"Content-Type": "application/json"},
+        timeout=5,
+    )
+    assert answer.json()["observation"].endswith("Goal: craft bread.")
+    client.close()
 
 
 @pytest.mark.parametrize(

@@ -79,11 +79,8 @@ class SessionStore:
         session.last_used = self._clock()
         return session
 
-    def was_issued(self, session_id: int) -> bool:
-        return 0 <= session_id < self._next_id
-
     async def close(self, session_id: int) -> bool:
-        """Close a live session; False if it was already closed (AgentGym's answer)."""
+        """Close a live session; False for any other id, closed or never issued (as AgentGym)."""
         session = self._sessions.pop(session_id, None)
         if session is None:
             return False
