@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agenttrain.eval.metrics import pass_at_k, summarize
+from agenttrain.eval.metrics import default_ks, pass_at_k, summarize
 from agenttrain.rollout.trajectory import Trajectory, Turn
 
 
@@ -42,7 +42,7 @@ def test_pass_at_k_matches_hand_computation():
         pass_at_k(4, 1, 5)
 
 
-def test_summary_excludes_env_errors_from_scores_and_counts_them():
+def test_summary_reports_both_success_rates_and_counts_env_errors():
     episodes = [
         episode(0, True),
         episode(0, False),  # task 0: 1 of 2
@@ -52,14 +52,50 @@ def test_summary_excludes_env_errors_from_scores_and_counts_them():
         episode(2, True, depth=2),  # task 2: 2 of 2
     ]
     summary = summarize(episodes, group_by="depth")
-    assert summary["success_rate"] == pytest.approx(3 / 5)
+    assert summary["success_rate"] == pytest.approx(3 / 5)  # over scored episodes
+    assert summary["success_rate_all"] == pytest.approx(3 / 6)  # the env error as a failure
+    assert summary["env_errors"] == 1 and summary["scored_episodes"] == 5
     assert summary["env_error_rate"] == pytest.approx(1 / 6)
-    assert summary["samples_per_task"] == 1  # task 1 has one scored sample
-    assert summary["avg@1"] == pytest.approx((0.5 + 0.0 + 1.0) / 3)
-    assert summary["pass@1"] == pytest.approx((0.5 + 0.0 + 1.0) / 3)
+    assert summary["tasks"] == 3 and summary["samples_per_task"] == 2
     assert summary["finish_reasons"]["env_error"] == 1
     assert summary["by_depth"]["2"]["success_rate"] == 1.0
     assert summary["by_depth"]["1"]["episodes"] == 4
+    assert summary["by_depth"]["1"]["env_errors"] == 1
+
+
+def test_pass_at_k_keeps_every_k_over_the_tasks_with_enough_scored_samples():
+    episodes = [
+        episode(0, True),
+        episode(0, False),  # task 0: 1 of 2
+        episode(1, False),
+        episode(1, False, finish="env_error"),  # task 1: 0 of 1 scored
+        episode(2, True),
+        episode(2, True),  # task 2: 2 of 2
+    ]
+    summary = summarize(episodes)
+    assert summary["pass@1"] == pytest.approx((0.5 + 0.0 + 1.0) / 3)
+    assert summary["pass@2"] == pytest.approx((1.0 + 1.0) / 2)  # tasks 0 and 2
+    assert summary["avg@2"] == pytest.approx((0.5 + 1.0) / 2)
+    assert summary["tasks_per_metric"] == {"pass@1": 3, "pass@2": 2, "avg@2": 2}
+
+
+def test_a_k_no_task_supports_is_none_with_zero_tasks():
+    episodes = [episode(0, True), episode(0, False, finish="env_error")]
+    summary = summarize(episodes, ks=[1, 2])
+    assert summary["pass@1"] == 1.0 and summary["pass@2"] is None
+    assert summary["tasks_per_metric"] == {"pass@1": 1, "pass@2": 0, "avg@2": 0}
+
+
+def test_every_episode_an_env_error_scores_nothing_and_says_so():
+    summary = summarize([episode(0, False, finish="env_error")] * 2)
+    assert summary["env_errors"] == 2 and summary["env_error_rate"] == 1.0
+    assert summary["success_rate_all"] == 0.0 and summary["pass@1"] is None
+
+
+def test_default_ks_are_powers_of_two_and_the_sample_count():
+    assert default_ks(1) == [1]
+    assert default_ks(3) == [1, 2, 3]
+    assert default_ks(8) == [1, 2, 4, 8]
 
 
 def test_format_error_rate_counts_turns():

@@ -2,8 +2,13 @@
 
 pass@k is the unbiased estimator of Chen et al. (2021): with n samples of a task of which c
 succeed, pass@k = 1 - C(n-c, k) / C(n, k), averaged over tasks. avg@n is the mean success of
-the n samples per task, averaged over tasks (AgentGym-RL's Avg@n). Episodes that ended in an
-environment error carry no score: they are excluded from both and counted on their own.
+the n samples per task, averaged over tasks (AgentGym-RL's Avg@n).
+
+Episodes that ended in an environment error carry no score, and hiding them would flatter a
+run whose server died, so both views are reported: `success_rate` over scored episodes and
+`success_rate_all` with every env error counted as a failure, next to `env_errors`. pass@k
+and avg@n average over the tasks that kept at least k (n) scored samples;
+`tasks_per_metric` says how many that is for each.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def default_ks(samples_per_task: int) -> list[int]:
-    ks = [1, 2, 4, 8, 16, 32, 64]
-    return [k for k in ks if k <= samples_per_task] or [1]
+    """Powers of two up to the sample count, and the sample count itself."""
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k < samples_per_task]
+    return [*ks, max(1, samples_per_task)]
 
 
 def summarize(
@@ -51,36 +57,57 @@ def summarize(
 
 def _metrics(trajectories: Sequence[Trajectory], ks: Iterable[int] | None) -> dict[str, Any]:
     scored = [t for t in trajectories if t.finish_reason != "env_error"]
-    per_task: dict[int, list[bool]] = defaultdict(list)
-    for trajectory in scored:
-        per_task[trajectory.task_id].append(trajectory.success)
-    least = min((len(v) for v in per_task.values()), default=0)
-    ks = [k for k in (ks or default_ks(least)) if k <= least]
+    episodes_per_task: dict[int, int] = defaultdict(int)
+    for trajectory in trajectories:
+        episodes_per_task[trajectory.task_id] += 1
+    samples = max(episodes_per_task.values(), default=0)
+    successes = sum(t.success for t in scored)
     turns = [t.num_turns for t in scored]
     all_turns = sum(t.num_turns for t in trajectories)
+    env_errors = len(trajectories) - len(scored)
     metrics: dict[str, Any] = {
         "episodes": len(trajectories),
-        "tasks": len(per_task),
-        "samples_per_task": least,
-        "success_rate": fmean(t.success for t in scored) if scored else 0.0,
+        "scored_episodes": len(scored),
+        "env_errors": env_errors,
+        "tasks": len(episodes_per_task),
+        "samples_per_task": samples,
+        "success_rate": successes / len(scored) if scored else 0.0,
+        "success_rate_all": successes / len(trajectories) if trajectories else 0.0,
         "mean_reward": fmean(t.reward for t in scored if t.reward is not None) if scored else 0.0,
         "mean_turns": fmean(turns) if turns else 0.0,
         "format_error_rate": (
             sum(t.format_errors for t in trajectories) / all_turns if all_turns else 0.0
         ),
-        "env_error_rate": (
-            sum(t.finish_reason == "env_error" for t in trajectories) / len(trajectories)
-            if trajectories
-            else 0.0
-        ),
+        "env_error_rate": env_errors / len(trajectories) if trajectories else 0.0,
         "finish_reasons": {
             reason: sum(t.finish_reason == reason for t in trajectories)
             for reason in FINISH_REASONS
         },
         "generated_tokens": sum(t.generated_tokens for t in trajectories),
     }
-    if per_task:
-        metrics[f"avg@{least}"] = fmean(sum(v) / len(v) for v in per_task.values())
-        for k in ks:
-            metrics[f"pass@{k}"] = fmean(pass_at_k(len(v), sum(v), k) for v in per_task.values())
+    if samples:
+        wanted = [k for k in (ks or default_ks(samples)) if k <= samples]
+        metrics.update(_at_k(scored, wanted, samples))
     return metrics
+
+
+def _at_k(scored: Sequence[Trajectory], ks: Sequence[int], samples: int) -> dict[str, Any]:
+    """pass@k for each k and avg@samples, each over the tasks with enough scored samples.
+
+    A task that lost samples to env errors still counts for the smaller k it can support,
+    so one dead episode no longer makes pass@k for k > 1 vanish; a metric no task supports
+    is None (with 0 tasks), so the keys are the same whatever failed.
+    """
+    per_task: dict[int, list[bool]] = defaultdict(list)
+    for trajectory in scored:
+        per_task[trajectory.task_id].append(trajectory.success)
+    at_k: dict[str, Any] = {}
+    counted: dict[str, int] = {}
+    full = [v for v in per_task.values() if len(v) >= samples]
+    at_k[f"avg@{samples}"] = fmean(sum(v) / len(v) for v in full) if full else None
+    counted[f"avg@{samples}"] = len(full)
+    for k in ks:
+        enough = [v for v in per_task.values() if len(v) >= k]
+        at_k[f"pass@{k}"] = fmean(pass_at_k(len(v), sum(v), k) for v in enough) if enough else None
+        counted[f"pass@{k}"] = len(enough)
+    return {**at_k, "tasks_per_metric": counted}
