@@ -68,7 +68,7 @@ async def test_a_closed_session_is_reported_as_lost(textcraft_url):
 
 
 async def test_server_side_environment_errors_carry_the_server_message():
-    register(CounterEnv.spec, CounterEnv)
+    register("counter-test", CounterEnv, replace=True)
     with serve_in_thread(create_app("counter-test")) as url:
         async with EnvServerPool("counter-test", url) as pool, pool.environment() as env:
             await env.reset(3)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agenttrain.envs import (
+    DuplicateEnvironment,
+    EnvKwargsError,
+    LocalEnvironment,
     NotInProcess,
+    Observation,
+    StepResult,
     UnknownEnvironment,
     get_spec,
     make_env,
@@ -44,6 +51,78 @@ def test_published_agentgym_splits_are_exposed():
 
 
 def test_a_registered_plugin_environment_becomes_available():
-    register(CounterEnv.spec, CounterEnv)
+    register("counter-test", CounterEnv, replace=True)
     assert get_spec("counter-test").display_name == "Counter"
     assert isinstance(make_env("counter-test"), CounterEnv)
+
+
+class StrideEnv(LocalEnvironment):
+    """Counts in steps of `stride` up to `limit`: an environment with constructor kwargs."""
+
+    spec = dataclasses.replace(CounterEnv.spec, name="stride-test")
+
+    def __init__(self, stride: int = 1, *, limit: int = 10) -> None:
+        super().__init__()
+        self.stride, self.limit = stride, limit
+
+    def reset_sync(self, task_id: int) -> Observation:
+        return Observation(f"stride {self.stride}, limit {self.limit}")
+
+    def step_sync(self, action: str) -> StepResult:
+        return StepResult("", 0.0, True)
+
+
+def test_make_env_builds_with_the_registered_defaults_updated_by_overrides():
+    register("stride-test", StrideEnv, replace=True, stride=2)
+    default = make_env("stride-test")
+    assert (default.stride, default.limit) == (2, 10)
+    custom = make_env("stride-test", limit=4)
+    assert (custom.stride, custom.limit) == (2, 4)
+    assert make_env("stride-test", stride=3).stride == 3
+
+
+def test_bad_kwargs_name_the_environment_and_the_accepted_parameters():
+    register("stride-test", StrideEnv, replace=True)
+    with pytest.raises(
+        EnvKwargsError, match=r"'stride-test' takes no parameter 'strde'.*stride, limit"
+    ):
+        make_env("stride-test", strde=2)
+    with pytest.raises(EnvKwargsError, match="'stride-test' takes no parameter 'size'"):
+        register("stride-test", StrideEnv, replace=True, size=3)
+    with pytest.raises(EnvKwargsError, match="accepted parameters: none"):
+        make_env("counter-test", stride=2)
+
+
+def test_a_second_registration_of_a_name_is_an_error_unless_replacing():
+    register("stride-test", StrideEnv, replace=True, stride=2)
+    with pytest.raises(
+        DuplicateEnvironment, match=r"'stride-test' is already registered.*replace=True"
+    ):
+        register("stride-test", StrideEnv, stride=5)
+    assert make_env("stride-test").stride == 2
+    with pytest.raises(DuplicateEnvironment, match="'TextCraft' is already registered"):
+        register("TextCraft", StrideEnv, spec=get_spec("textcraft"))
+    register("stride-test", StrideEnv, replace=True, stride=5)
+    assert make_env("stride-test").stride == 5
+
+
+def test_a_factory_function_registers_with_an_explicit_spec():
+    def build(stride: int = 1) -> StrideEnv:
+        return StrideEnv(stride, limit=stride * 10)
+
+    register("stride-test", build, spec=StrideEnv.spec, replace=True, stride=3)
+    assert make_env("stride-test").limit == 30
+    with pytest.raises(TypeError, match="needs an EnvSpec"):
+        register("no-spec-test", build)
+
+
+def test_the_name_must_be_the_spec_name():
+    with pytest.raises(ValueError, match="spec named 'stride-test'"):
+        register("other-test", StrideEnv)
+    with pytest.raises(TypeError, match="name first"):
+        register(StrideEnv.spec, StrideEnv)
+
+
+def test_server_only_environments_refuse_kwargs_as_not_in_process():
+    with pytest.raises(NotInProcess):
+        make_env("webshop", num_products=1000)

@@ -270,7 +270,7 @@ def test_a_taken_port_is_a_clear_error_naming_what_holds_it(textcraft_url):
 
 
 def test_any_registered_environment_can_be_served_and_crashes_are_errors_not_500():
-    register(CounterEnv.spec, CounterEnv)
+    register("counter-test", CounterEnv, replace=True)
     with serve_in_thread(create_app("counter-test")) as url:
         assert requests.get(url, timeout=5).json() == "This is environment Counter."
         created = requests.post(f"{url}/create", timeout=5).json()
@@ -287,7 +287,7 @@ def test_any_registered_environment_can_be_served_and_crashes_are_errors_not_500
 
 
 async def test_requests_to_one_session_run_one_at_a_time_even_in_worker_threads():
-    register(SlowCounterEnv.spec, SlowCounterEnv)
+    register("slow-counter-test", SlowCounterEnv, replace=True)
     with serve_in_thread(create_app("slow-counter-test")) as url:
         async with EnvServerPool("slow-counter-test", url) as pool:
             first, second = pool.environment(), pool.environment()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 
+import agenttrain.agent
 from agenttrain.agent.formats import ONE_ACTION, REACT_HELP, get_format
+from agenttrain.envs import InvalidAction, get_spec
 
 
 def test_textcraft_react_keeps_the_action_line_and_strips_punctuation():
@@ -37,6 +42,49 @@ def test_sqlgym_reads_the_sql_block():
     reply = "Thought: count them\n\nAction: ```sql\nSELECT COUNT(*) FROM t;\n```"
     assert get_format("react", "sqlgym").parse(reply).action == "SELECT COUNT(*) FROM t;"
     assert get_format("react", "sqlgym").parse("SELECT 1").format_error
+
+
+def test_babyai_keeps_the_action_line_as_written_and_rejects_two():
+    react = get_format("react", "babyai")
+    parsed = react.parse("Thought: go.\nAction: go to red ball 1.\nThen more")
+    assert parsed.action == "go to red ball 1." and parsed.thought == "go."
+    assert react.parse("Action: turn left\nAction: turn right").feedback == ONE_ACTION
+
+
+def test_searchqa_sends_the_whole_reply():
+    reply = "  <think>who?</think><search>capital of France</search>\n"
+    assert get_format("react", "searchqa").parse(reply).action == reply.strip()
+
+
+@pytest.mark.parametrize("env", ["alfworld", "sciworld", "webshop", "largest"])
+def test_other_environments_take_everything_after_the_last_action(env):
+    react = get_format("react", env)
+    assert react.parse("Thought: a\nAction: x\nAction: open fridge 1.\n").action == (
+        "open fridge 1."
+    )
+    assert react.parse("Thought: only thinking").feedback == REACT_HELP
+
+
+def test_react_uses_the_parser_of_the_spec_it_is_given():
+    def shout(reply: str) -> str:
+        if "!" not in reply:
+            raise InvalidAction("Say it louder.")
+        return reply.split("Action:")[-1].strip().upper()
+
+    spec = dataclasses.replace(get_spec("largest"), name="shout-test", parse_action=shout)
+    react = get_format("react", spec)
+    assert react.parse("Thought: t\nAction: go!").action == "GO!"
+    refused = react.parse("Thought: t\nAction: go")
+    assert refused.format_error and refused.feedback == "Say it louder." and refused.thought == "t"
+
+
+def test_the_agent_package_names_no_environment():
+    from agenttrain.envs import registrations
+
+    names = {r.spec.name for r in registrations()}
+    for source in Path(agenttrain.agent.__file__).parent.glob("*.py"):
+        text = source.read_text().lower()
+        assert not [n for n in names if n in text], source.name
 
 
 def test_adapt_thought_lines_are_answered_ok_without_acting():

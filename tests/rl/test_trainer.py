@@ -140,7 +140,7 @@ class FlakyLargest(LocalEnvironment):
 
 
 def test_environment_errors_are_excluded_from_training_and_counted(tiny_model_dir, tmp_path):
-    register(FlakyLargest.spec, FlakyLargest)
+    register("flaky-largest", FlakyLargest, replace=True)
     config = recipe(
         tiny_model_dir,
         tmp_path / "run",
@@ -149,9 +149,11 @@ def test_environment_errors_are_excluded_from_training_and_counted(tiny_model_di
         "trainer.test_freq=0",
     )
     trainer = Trainer(config)
-    odd = sum(t % 2 for t in trainer.tasks_for(1)) * 4
+    odd_groups = sum(trainer.task_at(slot) % 2 for slot in range(4))
+    odd = odd_groups * 4
     rows = train(config)
     assert rows[0]["rollout/env_error_episodes"] == odd
+    assert rows[0]["rollout/dropped_groups_env_error"] == odd_groups
     assert rows[0]["rollout/trained_episodes"] == 16 - odd
     episodes = [
         json.loads(line)
@@ -265,7 +267,10 @@ def test_the_max_turn_curriculum_follows_its_schedule():
 def test_task_sampling_covers_every_task_each_epoch(tiny_model_dir, tmp_path):
     config = recipe(tiny_model_dir, tmp_path / "run", "env.split=val", "data.batch_tasks=10")
     trainer = Trainer(config)
-    first_epoch = [t for step in range(1, 11) for t in trainer.tasks_for(step)]
+    first_epoch = [trainer.task_at(slot) for slot in range(100)]
     assert sorted(first_epoch) == list(range(1000, 1100))
-    assert trainer.tasks_for(11) != trainer.tasks_for(1)  # a new shuffle for epoch 2
-    assert trainer.tasks_for(3) == Trainer(config).tasks_for(3)  # a pure function of seed and step
+    second_epoch = [trainer.task_at(slot) for slot in range(100, 200)]
+    assert second_epoch != first_epoch  # a new shuffle for epoch 2
+    assert trainer.take_tasks(10) == [(s, first_epoch[s]) for s in range(10)]
+    assert trainer.take_tasks(3)[0] == (10, first_epoch[10])  # the stream goes on
+    assert Trainer(config).task_at(31) == first_epoch[31]  # a pure function of seed and slot

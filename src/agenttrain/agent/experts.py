@@ -1,41 +1,33 @@
-"""Expert policies: an environment's oracle solver played as a text policy.
+"""Expert policies: an environment's oracle played as a text policy.
 
-The oracle reads the task from the conversation (so it needs no side channel and plays
-through the same engine, in-process or over HTTP) and answers each turn with the next step
-of its plan, written in the episode's action format.
+The oracle comes with the environment (`EnvSpec.oracle`); it reads the task from the
+conversation (so it needs no side channel and plays through the same engine, in-process or
+over HTTP) and answers each turn with the next step of its plan, written in the episode's
+action format.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 
 from agenttrain.agent.formats import ActionFormat
-from agenttrain.envs.textcraft.oracle import PlannedAction, plan_for_observation
+from agenttrain.envs import EnvSpec, get_spec, registrations
+from agenttrain.envs.actions import PlannedAction
 from agenttrain.policy.base import ChatMessage, PolicyError, SamplingParams, TextGeneration
-
-Planner = Callable[[str], list[PlannedAction]]
-"""First observation -> the expert's whole plan."""
-
-PLANNERS: dict[str, tuple[str, Planner]] = {
-    "textcraft": ("Goal: craft", plan_for_observation),
-}
-
-
-def has_expert(env: str) -> bool:
-    return env in PLANNERS
 
 
 class OracleExpert:
-    """The oracle of `env` as a `TextPolicy`."""
+    """The oracle of `env` (its spec, or its registered name) as a `TextPolicy`."""
 
-    def __init__(self, env: str, action_format: ActionFormat) -> None:
-        if env not in PLANNERS:
-            known = ", ".join(PLANNERS)
-            raise PolicyError(f"no oracle for {env!r}; environments with one: {known}")
+    def __init__(self, env: EnvSpec | str, action_format: ActionFormat) -> None:
+        spec = get_spec(env) if isinstance(env, str) else env
+        if spec.oracle is None:
+            known = ", ".join(r.spec.name for r in registrations() if r.spec.oracle) or "none"
+            raise PolicyError(f"no oracle for {spec.name!r}; environments with one: {known}")
         self.name = "oracle"
-        self.marker, planner = PLANNERS[env]
-        self._plan = lru_cache(maxsize=4096)(planner)
+        self.marker = spec.oracle.task_marker
+        self._plan = lru_cache(maxsize=4096)(spec.oracle.plan)
         self.format = action_format
 
     def next_step(self, conversation: Sequence[ChatMessage]) -> PlannedAction:

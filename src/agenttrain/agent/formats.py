@@ -1,8 +1,7 @@
 """Action formats: how a model's reply becomes an environment action, and back.
 
-- `react` (default): "Thought: ... Action: ...", parsed per environment as AgentGym's
-  clients do (TextCraft keeps the single `Action:` line and strips punctuation; WebShop,
-  ALFWorld and SciWorld take everything after the last `Action:`; SQLGym a ```sql block).
+- `react` (default): "Thought: ... Action: ...", the action read by the environment's own
+  rule (`EnvSpec.parse_action`, as that environment's AgentGym client reads it).
 - `adapt`: ADaPT-style lines: `> think: ...` (answered "OK." without touching the
   environment) and `> action`.
 - `json`: `{"thought": "...", "action": "..."}`.
@@ -15,9 +14,24 @@ model is told the expected format instead.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Protocol
+
+from agenttrain.envs import EnvSpec, get_spec
+from agenttrain.envs.actions import ONE_ACTION, REACT_HELP, ActionParser, InvalidAction
+
+__all__ = [
+    "FORMAT_NAMES",
+    "ONE_ACTION",
+    "REACT_HELP",
+    "ActionFormat",
+    "Adapt",
+    "Json",
+    "ParsedReply",
+    "Raw",
+    "ReAct",
+    "get_format",
+]
 
 
 @dataclass(frozen=True)
@@ -44,46 +58,19 @@ class ActionFormat(Protocol):
         ...
 
 
-REACT_HELP = (
-    "Invalid format: no action found. Reply exactly in this format:\n"
-    "Thought:\nyour thoughts.\n\nAction:\nyour next action"
-)
-ONE_ACTION = "Error: Only one 'Action' is allowed per response. Please adjust your response."
-"""AgentGym's TextCraft/BabyAI client answer to a reply with several `Action:` lines."""
-
-
 @dataclass(frozen=True)
 class ReAct:
-    env: str
+    """AgentGym's "Thought: ... Action: ..." replies, the action read by the environment's rule."""
+
+    parse_action: ActionParser
     name: str = "react"
 
     def parse(self, reply: str) -> ParsedReply:
         thought = _between(reply, "Thought:", "Action:")
-        if self.env in ("textcraft", "babyai"):
-            found = re.findall(r"Action:\s*(.*?)(?=\n|$)", reply, re.DOTALL)
-            if len(found) > 1:
-                return ParsedReply(None, thought, ONE_ACTION, format_error=True)
-            action = found[0] if found else ""
-            if self.env == "textcraft":
-                action = " ".join(re.sub(r"[^A-Za-z0-9, ]+", "", action).split())
-            action = action.strip()
-        elif self.env == "sqlgym":
-            if "```sql" not in reply:
-                return ParsedReply(
-                    None,
-                    thought,
-                    "Invalid format: put the SQL in a ```sql block.",
-                    format_error=True,
-                )
-            action = reply.split("```sql")[-1].split("```")[0].strip()
-        elif self.env == "searchqa":
-            action = reply.strip()
-        elif "Action:" in reply:
-            action = reply.rsplit("Action:", 1)[1].strip()
-        elif self.env == "webshop" and ("search[" in reply or "click[" in reply):
-            action = reply.strip()
-        else:
-            action = ""
+        try:
+            action = self.parse_action(reply)
+        except InvalidAction as refused:
+            return ParsedReply(None, thought, str(refused), format_error=True)
         if not action:
             return ParsedReply(None, thought, REACT_HELP, format_error=True)
         return ParsedReply(action, thought)
@@ -188,10 +175,11 @@ class Raw:
 FORMAT_NAMES = ("react", "adapt", "json", "raw")
 
 
-def get_format(name: str, env: str) -> ActionFormat:
-    """The action format `name` for environment `env`."""
+def get_format(name: str, env: EnvSpec | str) -> ActionFormat:
+    """The action format `name` for environment `env` (its spec, or its registered name)."""
     if name == "react":
-        return ReAct(env)
+        spec = get_spec(env) if isinstance(env, str) else env
+        return ReAct(spec.parse_action)
     if name == "adapt":
         return Adapt()
     if name == "json":

@@ -3,6 +3,7 @@
 This package imports nothing from rollout, policy or training code.
 """
 
+from agenttrain.envs.actions import InvalidAction, Oracle, PlannedAction
 from agenttrain.envs.base import (
     EnvError,
     Environment,
@@ -15,6 +16,8 @@ from agenttrain.envs.base import (
     WireProtocol,
 )
 from agenttrain.envs.registry import (
+    DuplicateEnvironment,
+    EnvKwargsError,
     NotInProcess,
     Registration,
     UnknownEnvironment,
@@ -25,14 +28,19 @@ from agenttrain.envs.registry import (
 )
 
 __all__ = [
+    "DuplicateEnvironment",
     "EnvError",
+    "EnvKwargsError",
     "EnvSpec",
     "Environment",
     "EnvironmentNotReset",
+    "InvalidAction",
     "LocalEnvironment",
     "Message",
     "NotInProcess",
     "Observation",
+    "Oracle",
+    "PlannedAction",
     "Registration",
     "StepResult",
     "UnknownEnvironment",

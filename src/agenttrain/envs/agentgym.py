@@ -3,7 +3,8 @@
 They do not run in-process here (their data are not installable from PyPI, or they are not
 ported yet), but the client speaks their wire dialect exactly, so a rollout or evaluation
 can use an unmodified AgentGym server: `--server http://host:port`. Facts (routes, fields,
-task ranges, turn limits) from reference/agentgym.md sections 0-3.
+task ranges, turn limits) from reference/agentgym.md sections 0-3. Each spec carries the
+rule by which AgentGym's client for that environment reads an action from a ReAct reply.
 """
 
 from __future__ import annotations
@@ -11,12 +12,33 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from agenttrain.envs.actions import (
+    ActionParser,
+    InvalidAction,
+    after_last_action,
+    single_action_line,
+    whole_reply,
+)
 from agenttrain.envs.base import EnvSpec, WireProtocol
 from agenttrain.envs.prompts import agentgym_conversation_start, conversation_start
 
 
 def _ranges(**splits: range) -> Mapping[str, Sequence[int]]:
     return dict(splits)
+
+
+def sql_block(reply: str) -> str:
+    """The last ```sql block (SQLGym's server runs it as is)."""
+    if "```sql" not in reply:
+        raise InvalidAction("Invalid format: put the SQL in a ```sql block.")
+    return reply.split("```sql")[-1].split("```")[0].strip()
+
+
+def webshop_action(reply: str) -> str:
+    """After the last `Action:`, or a bare `search[...]`/`click[...]` reply as it stands."""
+    if "Action:" not in reply and ("search[" in reply or "click[" in reply):
+        return reply.strip()
+    return after_last_action(reply)
 
 
 def _remote(
@@ -28,6 +50,7 @@ def _remote(
     requirements: str,
     splits: Mapping[str, Sequence[int]] | None = None,
     num_tasks: int | None = None,
+    parse_action: ActionParser = after_last_action,
 ) -> EnvSpec:
     published = dict(splits or {})
     return EnvSpec(
@@ -42,6 +65,7 @@ def _remote(
         split_loader=lambda: published,
         num_tasks=num_tasks,
         requirements=requirements,
+        parse_action=parse_action,
     )
 
 
@@ -52,6 +76,7 @@ BABYAI = _remote(
     WireProtocol(root_text="This is environment BabyAI."),
     max_turns=20,
     requirements="not ported in-process yet; run AgentGym's `babyai` server and pass --server",
+    parse_action=single_action_line,
 )
 
 SCIWORLD = _remote(
@@ -97,6 +122,7 @@ WEBSHOP = _remote(
     ),
     max_turns=10,
     requirements="needs WebShop's product data, Lucene index and spaCy model; run its server",
+    parse_action=webshop_action,
 )
 
 SQLGYM = _remote(
@@ -108,6 +134,7 @@ SQLGYM = _remote(
     requirements="needs the BIRD databases (downloaded by AgentGym's setup.sh); run its server",
     splits=_ranges(train=range(0, 9428), test=range(9428, 10962)),
     num_tasks=10962,
+    parse_action=sql_block,
 )
 
 SEARCHQA = _remote(
@@ -125,6 +152,7 @@ SEARCHQA = _remote(
     requirements="needs the wiki-18 E5 index and a CUDA GPU; run AgentGym's `searchqa` server",
     splits=_ranges(train=range(51713, 221328), test=range(0, 51713)),
     num_tasks=221328,
+    parse_action=whole_reply,
 )
 
 REMOTE_SPECS = (BABYAI, SCIWORLD, ALFWORLD, WEBSHOP, SQLGYM, SEARCHQA)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from agenttrain.envs.actions import ActionParser, Oracle, after_last_action
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -87,7 +89,8 @@ class WireProtocol:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """Class-level metadata of an environment: what it is, how to talk to it, which tasks."""
+    """Class-level metadata of an environment: what it is, how to talk to it, which tasks,
+    how its actions are read from a reply, and its oracle."""
 
     name: str
     display_name: str
@@ -110,6 +113,13 @@ class EnvSpec:
     describe: Callable[[str], Mapping[str, Any]] | None = None
     """Task details read from a first observation (works for remote servers, whose reset
     answers carry only the text)."""
+    task_key: str | None = None
+    """The entry of `describe`'s details that identifies a task on any server (TextCraft:
+    "goal"). Set it when servers number tasks differently: the client then maps task ids."""
+    parse_action: ActionParser = after_last_action
+    """How a ReAct reply becomes this environment's action (its AgentGym client's rule)."""
+    oracle: Oracle | None = None
+    """The expert that solves its tasks, if it has one (demonstrations, `--model oracle`)."""
 
     @cached_property
     def _splits(self) -> Mapping[str, tuple[int, ...]]:

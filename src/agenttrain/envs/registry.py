@@ -1,29 +1,72 @@
 """Environments by name: built-in ones, and plug-ins from the `agenttrain.envs` entry point.
 
 A plug-in package declares `[project.entry-points."agenttrain.envs"] myenv = "pkg:register"`
-where `register()` calls `agenttrain.envs.register(...)`; it is then served, evaluated and
-trained on like a built-in environment.
+where `register()` calls `agenttrain.envs.register("myenv", MyEnv, **defaults)`; it is then
+served, evaluated and trained on like a built-in environment, configured from YAML through
+`env.kwargs` (passed to `make_env(name, **kwargs)`).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from types import MappingProxyType
+from typing import Any
 
 from agenttrain.envs.base import Environment, EnvSpec
+
+EnvFactory = Callable[..., Environment]
+"""A class or function that builds an in-process environment from keyword arguments."""
 
 
 @dataclass(frozen=True)
 class Registration:
     spec: EnvSpec
-    factory: Callable[[], Environment] | None
+    factory: EnvFactory | None
     """Builds an in-process instance; None when the environment only runs behind a server."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments every instance is built with unless `make_env` overrides them."""
 
     @property
     def in_process(self) -> bool:
         return self.factory is not None
+
+    def parameters(self) -> list[str] | None:
+        """The keyword arguments the factory accepts; None when it takes any (`**kwargs`)."""
+        if self.factory is None:
+            return []
+        accepted = []
+        for parameter in inspect.signature(self.factory).parameters.values():
+            if parameter.kind is parameter.VAR_KEYWORD:
+                return None
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+                accepted.append(parameter.name)
+        return accepted
+
+    def check_kwargs(self, kwargs: Mapping[str, Any]) -> None:
+        """Refuse keyword arguments the factory does not take, naming the ones it does."""
+        accepted = self.parameters()
+        unknown = [] if accepted is None else sorted(set(kwargs) - set(accepted))
+        if unknown:
+            allowed = ", ".join(accepted or []) or "none"
+            raise EnvKwargsError(
+                f"environment {self.spec.name!r} takes no parameter "
+                f"{', '.join(map(repr, unknown))}; accepted parameters: {allowed}"
+            )
+
+    def build(self, **overrides: Any) -> Environment:
+        """A new instance built with the defaults updated by `overrides`."""
+        if self.factory is None:
+            raise NotInProcess(
+                f"{self.spec.display_name} does not run in-process here "
+                f"({self.spec.requirements}); point agenttrain at an AgentGym server with "
+                "--server URL"
+            )
+        self.check_kwargs(overrides)
+        return self.factory(**{**self.defaults, **overrides})
 
 
 class UnknownEnvironment(KeyError):
@@ -35,13 +78,69 @@ class NotInProcess(RuntimeError):
     """The environment exists but only runs behind a (remote) AgentGym server."""
 
 
+class DuplicateEnvironment(ValueError):
+    """A second registration of a name, without `replace=True`."""
+
+
+class EnvKwargsError(TypeError):
+    """Keyword arguments the environment's factory does not accept."""
+
+
 _registry: dict[str, Registration] = {}
 _loaded = False
 
 
-def register(spec: EnvSpec, factory: Callable[[], Environment] | None = None) -> None:
-    """Make an environment known by `spec.name` (a later registration replaces an earlier one)."""
-    _registry[spec.name] = Registration(spec, factory)
+def register(
+    name: str,
+    factory: EnvFactory | None = None,
+    *,
+    spec: EnvSpec | None = None,
+    replace: bool = False,
+    **defaults: Any,
+) -> Registration:
+    """Make an environment known by `name`.
+
+    `factory` (a class or callable) builds in-process instances from `defaults`, updated per
+    call by `make_env`; its spec is `factory.spec` unless `spec` is given. A server-only
+    environment registers its `spec` alone. A name already taken is an error unless
+    `replace=True`, so two plug-ins cannot silently shadow each other.
+    """
+    _ensure_loaded()
+    resolved = _spec_for(name, factory, spec)
+    key = name.lower()
+    if key in _registry and not replace:
+        raise DuplicateEnvironment(
+            f"environment {name!r} is already registered "
+            f"({_origin(_registry[key])}); pass replace=True to replace it"
+        )
+    entry = Registration(resolved, factory, MappingProxyType(dict(defaults)))
+    entry.check_kwargs(defaults)
+    _registry[key] = entry
+    return entry
+
+
+def _spec_for(name: str, factory: EnvFactory | None, spec: EnvSpec | None) -> EnvSpec:
+    if not isinstance(name, str):  # the old form was register(spec, factory)
+        raise TypeError(
+            f"register() takes the environment's name first, not a {type(name).__name__}: "
+            "register(name, factory, **defaults)"
+        )
+    resolved = spec if spec is not None else getattr(factory, "spec", None)
+    if not isinstance(resolved, EnvSpec):
+        raise TypeError(
+            f"register({name!r}, ...) needs an EnvSpec: give the factory a `spec` attribute "
+            "or pass spec=..."
+        )
+    if resolved.name.lower() != name.lower():
+        raise ValueError(f"register({name!r}, ...) with a spec named {resolved.name!r}")
+    return resolved
+
+
+def _origin(entry: Registration) -> str:
+    if entry.factory is None:
+        return "as a server-only spec"
+    factory = entry.factory
+    return f"by {getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', '?')}"
 
 
 def _ensure_loaded() -> None:
@@ -50,15 +149,13 @@ def _ensure_loaded() -> None:
         return
     _loaded = True
     from agenttrain.envs.agentgym import REMOTE_SPECS
-    from agenttrain.envs.largest import SPEC as LARGEST
     from agenttrain.envs.largest import LargestEnv
-    from agenttrain.envs.textcraft import SPEC as TEXTCRAFT
     from agenttrain.envs.textcraft import TextCraftEnv
 
-    register(TEXTCRAFT, TextCraftEnv)
-    register(LARGEST, LargestEnv)
+    register("textcraft", TextCraftEnv)
+    register("largest", LargestEnv)
     for spec in REMOTE_SPECS:
-        register(spec)
+        register(spec.name, spec=spec)
     for plugin in entry_points(group="agenttrain.envs"):
         plugin.load()()
 
@@ -78,15 +175,9 @@ def get_spec(name: str) -> EnvSpec:
     return registration(name).spec
 
 
-def make_env(name: str) -> Environment:
-    """A new in-process instance of environment `name`."""
-    entry = registration(name)
-    if entry.factory is None:
-        raise NotInProcess(
-            f"{entry.spec.display_name} does not run in-process here "
-            f"({entry.spec.requirements}); point agenttrain at an AgentGym server with --server URL"
-        )
-    return entry.factory()
+def make_env(name: str, **overrides: Any) -> Environment:
+    """A new in-process instance of environment `name`, its defaults updated by `overrides`."""
+    return registration(name).build(**overrides)
 
 
 def registrations() -> list[Registration]:

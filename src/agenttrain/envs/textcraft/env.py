@@ -11,15 +11,15 @@ from agenttrain.envs.base import (
     WireProtocol,
 )
 from agenttrain.envs.prompts import agentgym_conversation_start, conversation_start
+from agenttrain.envs.textcraft.actions import parse_action
 from agenttrain.envs.textcraft.game import TextCraftGame
+from agenttrain.envs.textcraft.oracle import ORACLE, goal_from_observation
 from agenttrain.envs.textcraft.recipes import default_book, display_name
 from agenttrain.envs.textcraft.tasks import splits, task
 
 
 def describe(observation: str) -> dict[str, object]:
     """Goal and crafting depth of the task whose first observation this is."""
-    from agenttrain.envs.textcraft.oracle import goal_from_observation
-
     try:
         goal = goal_from_observation(observation)
     except ValueError:
@@ -45,6 +45,9 @@ SPEC = EnvSpec(
     requirements="pure Python; recipe data from the `textcraft` package",
     breakdown_key="depth",
     describe=describe,
+    task_key="goal",
+    parse_action=parse_action,
+    oracle=ORACLE,
 )
 
 

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from agenttrain.envs.actions import Oracle, PlannedAction
 from agenttrain.envs.base import Environment
 from agenttrain.envs.textcraft.recipes import (
     Ingredient,
@@ -22,12 +23,6 @@ from agenttrain.envs.textcraft.recipes import (
 )
 
 GOAL = re.compile(r"Goal: craft (.+)\.\s*$")
-
-
-@dataclass(frozen=True)
-class PlannedAction:
-    thought: str
-    action: str
 
 
 class UnsolvableGoal(ValueError):
@@ -118,6 +113,9 @@ def plan(goal: str, book: RecipeBook | None = None) -> list[PlannedAction]:
 def plan_for_observation(observation: str, book: RecipeBook | None = None) -> list[PlannedAction]:
     """The plan for the task whose first observation is `observation`."""
     return plan(goal_from_observation(observation), book)
+
+
+ORACLE = Oracle(task_marker="Goal: craft", plan=plan_for_observation)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from agenttrain.envs.base import (
     StepResult,
     WireProtocol,
 )
+from agenttrain.envs.largest.oracle import ORACLE
 
 FIRST_INTEGER = re.compile(r"-?\d+")
 SPLITS = {"train": range(0, 1000), "val": range(1000, 1100), "test": range(1100, 1300)}
@@ -63,6 +64,7 @@ SPEC = EnvSpec(
     requirements="pure Python",
     breakdown_key="count",
     describe=describe,
+    oracle=ORACLE,
 )
 
 
