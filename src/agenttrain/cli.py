@@ -199,11 +199,22 @@ def eval_command(
     server: ServerOption = None,
     token: TokenOption = None,
     openai_base_url: Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL")] = None,
+    max_env_error_rate: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Exit with status 3 (after writing every file) if a model lost a larger "
+            "share of its episodes to environment errors.",
+        ),
+    ] = 0.05,
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default runs/eval-<time>).")
     ] = None,
 ) -> None:
     """Evaluate one or more models on the same tasks and seeds: success, pass@k, avg@k, report.
+
+    Exit status: 0 done, 2 bad options, 3 too many environment errors (--max-env-error-rate).
 
     Example: agenttrain eval --env textcraft --split test --tasks 0-29 --model smollm2-135m -n 4
     """
@@ -213,8 +224,14 @@ def eval_command(
     from pydantic import ValidationError
 
     from agenttrain.envs.base import EnvError
-    from agenttrain.eval.report import write_report
-    from agenttrain.eval.runner import EvalConfig, evaluate, parse_ranges
+    from agenttrain.eval.report import env_error_lines, write_report
+    from agenttrain.eval.runner import (
+        ENV_ERROR_EXIT_CODE,
+        EvalConfig,
+        evaluate,
+        over_env_error_limit,
+        parse_ranges,
+    )
     from agenttrain.policy.base import PolicyError
     from agenttrain.rollout.engine import RolloutConfig
 
@@ -242,6 +259,7 @@ def eval_command(
             device=device,
             inference_dtype=dtype,
             openai_base_url=openai_base_url,
+            max_env_error_rate=max_env_error_rate,
             out=out or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S"),
         )
         results = evaluate(config, console)
@@ -258,23 +276,37 @@ def eval_command(
         get_spec(env).breakdown_key,
     )
     console.print(_summary_table(results))
+    for line in env_error_lines({r.model: r.summary for r in results}):
+        console.print(f"[bold red]environment errors:[/] {line}", highlight=False)
     console.print(f"Report: {report}\nEpisodes: {', '.join(str(r.episodes_path) for r in results)}")
+    over = over_env_error_limit(results, config.max_env_error_rate)
+    if over:
+        console.print(
+            f"[red]error:[/] more than {config.max_env_error_rate:.1%} of the episodes of "
+            f"{', '.join(r.model for r in over)} ended in environment errors "
+            "(--max-env-error-rate); their scores rest on too few episodes"
+        )
+        raise typer.Exit(ENV_ERROR_EXIT_CODE)
 
 
 def _summary_table(results: list) -> Table:
-    table = Table(title="evaluation")
-    at_k = sorted({k for r in results for k in r.summary if k.startswith(("pass@", "avg@"))})
-    keys = ["success_rate", *at_k, "mean_turns", "format_error_rate", "env_error_rate"]
-    keys.append("tokens_per_s")
+    from agenttrain.eval.report import LABELS, RATES_NOTE, at_k_keys, metric_cell
+
+    keys = [
+        "success_rate",
+        "success_rate_all",
+        *at_k_keys([r.summary for r in results]),
+        "mean_turns",
+        "format_error_rate",
+        "env_errors",
+        "tokens_per_s",
+    ]
+    table = Table(title="evaluation", caption=RATES_NOTE)
     table.add_column("model")
     for key in keys:
-        table.add_column(key, justify="right")
+        table.add_column(LABELS.get(key, key), justify="right")
     for result in results:
-        cells = []
-        for key in keys:
-            value = result.summary.get(key)
-            cells.append(f"{value:.3f}" if isinstance(value, float) else str(value or "-"))
-        table.add_row(result.model, *cells)
+        table.add_row(result.model, *(metric_cell(result.summary, key) for key in keys))
     return table
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import nan
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,17 @@ import matplotlib.pyplot as plt
 
 from agenttrain.rollout.trajectory import FINISH_REASONS, Trajectory, read_jsonl
 
-HEADLINE = ("success_rate", "mean_reward", "mean_turns", "format_error_rate", "env_error_rate")
+LABELS = {
+    "success_rate": "success (scored)",
+    "success_rate_all": "success (all)",
+    "env_errors": "env errors",
+}
+"""Column titles where the key alone would not say which episodes a number counts."""
+
+RATES_NOTE = (
+    "success (scored): successes / episodes without an environment error; "
+    "success (all): successes / all episodes, each environment error counted as a failure."
+)
 
 
 def _fmt(value: Any) -> str:
@@ -22,16 +33,53 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def metrics_table(summaries: dict[str, dict[str, Any]]) -> str:
-    """One row per model: success, pass@k, avg@n and the rest of the headline numbers."""
-    extra = sorted(
-        {k for s in summaries.values() for k in s if k.startswith(("pass@", "avg@"))},
+def at_k_keys(summaries: Sequence[dict[str, Any]]) -> list[str]:
+    """The avg@n and pass@k keys present in any summary, avg first, then by k."""
+    return sorted(
+        {k for s in summaries for k in s if k.startswith(("pass@", "avg@"))},
         key=lambda k: (k.split("@")[0], int(k.split("@")[1])),
     )
-    columns = ["episodes", *HEADLINE[:1], *extra, *HEADLINE[1:], "generated_tokens", "tokens_per_s"]
-    lines = ["| model | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+
+
+def metric_cell(summary: dict[str, Any], key: str) -> str:
+    """A metric's value; pass@k/avg@n say over how many tasks when env errors cost some."""
+    text = _fmt(summary.get(key))
+    counted = summary.get("tasks_per_metric", {}).get(key)
+    if counted is not None and counted < summary.get("tasks", 0):
+        text += f" ({counted}/{summary['tasks']} tasks)"
+    return text
+
+
+def env_error_lines(summaries: dict[str, dict[str, Any]]) -> list[str]:
+    """One sentence per model that lost episodes to environment errors."""
+    return [
+        f"{model}: {s['env_errors']} of {s['episodes']} episodes ended in an environment "
+        f"error ({s['env_error_rate']:.1%}); success (scored) {s['success_rate']:.3f}, "
+        f"success (all) {s['success_rate_all']:.3f}"
+        for model, s in summaries.items()
+        if s.get("env_errors")
+    ]
+
+
+def metrics_table(summaries: dict[str, dict[str, Any]]) -> str:
+    """One row per model: both success rates, pass@k, avg@n and the other headline numbers."""
+    columns = [
+        "episodes",
+        "env_errors",
+        "success_rate",
+        "success_rate_all",
+        *at_k_keys(list(summaries.values())),
+        "mean_reward",
+        "mean_turns",
+        "format_error_rate",
+        "env_error_rate",
+        "generated_tokens",
+        "tokens_per_s",
+    ]
+    titles = [LABELS.get(c, c) for c in columns]
+    lines = ["| model | " + " | ".join(titles) + " |", "|---" * (len(columns) + 1) + "|"]
     for model, summary in summaries.items():
-        lines.append(f"| {model} | " + " | ".join(_fmt(summary.get(c)) for c in columns) + " |")
+        lines.append(f"| {model} | " + " | ".join(metric_cell(summary, c) for c in columns) + " |")
     return "\n".join(lines)
 
 
@@ -45,12 +93,18 @@ def breakdown_table(summaries: dict[str, dict[str, Any]], key: str) -> str:
     ]
     for model, summary in summaries.items():
         by = summary.get(f"by_{key}", {})
-        cells = [
-            f"{by[g]['success_rate']:.2f} (n={by[g]['episodes']})" if g in by else "-"
-            for g in groups
-        ]
+        cells = [_breakdown_cell(by[g]) if g in by else "-" for g in groups]
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _breakdown_cell(summary: dict[str, Any]) -> str:
+    errors = summary.get("env_errors", 0)
+    if not errors:
+        return f"{summary['success_rate']:.2f} (n={summary['episodes']})"
+    # A group of env errors alone has no success rate, not a rate of 0.
+    rate = f"{summary['success_rate']:.2f}" if summary["scored_episodes"] else "-"
+    return f"{rate} (n={summary['episodes']}, env errors {errors})"
 
 
 def finish_table(summaries: dict[str, dict[str, Any]]) -> str:
@@ -112,17 +166,17 @@ def plot_distributions(episodes: dict[str, list[Trajectory]], path: Path) -> Non
 def plot_comparison(summaries: dict[str, dict[str, Any]], path: Path) -> None:
     metrics = [
         "success_rate",
-        *sorted(
-            {k for s in summaries.values() for k in s if k.startswith("pass@")},
-            key=lambda k: int(k.split("@")[1]),
-        ),
+        "success_rate_all",
+        *(k for k in at_k_keys(list(summaries.values())) if k.startswith("pass@")),
     ]
     figure, axes = plt.subplots(figsize=(max(5, 1.2 * len(summaries) * len(metrics) / 2 + 3), 3.5))
     width = 0.8 / len(metrics)
     models = list(summaries)
     for index, metric in enumerate(metrics):
         positions = [i + index * width for i in range(len(models))]
-        axes.bar(positions, [summaries[m].get(metric, 0.0) for m in models], width, label=metric)
+        values = [summaries[m].get(metric) for m in models]
+        heights = [nan if v is None else v for v in values]  # no bar, rather than a false 0
+        axes.bar(positions, heights, width, label=LABELS.get(metric, metric))
     axes.set_xticks([i + width * (len(metrics) - 1) / 2 for i in range(len(models))])
     axes.set_xticklabels([_short(m) for m in models], rotation=15, ha="right", fontsize=8)
     axes.set_ylim(0, 1.05)
@@ -131,6 +185,14 @@ def plot_comparison(summaries: dict[str, dict[str, Any]], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _env_error_block(summaries: dict[str, dict[str, Any]]) -> list[str]:
+    """A bold warning above the results, so lost episodes are the first thing read."""
+    lines = env_error_lines(summaries)
+    if not lines:
+        return []
+    return ["**Environment errors**", "", *(f"- {line}" for line in lines), ""]
 
 
 def _short(model: str) -> str:
@@ -157,10 +219,13 @@ def write_report(
         "",
         "## Results",
         "",
+        *_env_error_block(summaries),
         metrics_table(summaries),
         "",
-        "pass@k: unbiased estimator over all samples of a task; avg@n: mean success of the n "
-        "samples per task. Environment errors are excluded from both and counted on their own.",
+        RATES_NOTE + " pass@k: unbiased estimator over the scored samples of each task, "
+        "averaged over the tasks with at least k of them; avg@n: mean success of the n samples "
+        "per task, over the tasks with all n scored. A cell says over how many tasks when "
+        "environment errors left some with fewer.",
         "",
     ]
     if breakdown_key and breakdown_table(summaries, breakdown_key):

@@ -55,7 +55,17 @@ class EvalConfig(BaseModel):
     device: str = "cpu"
     inference_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     openai_base_url: str | None = None
+    max_env_error_rate: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="largest share of env-error episodes a model's scores may rest on",
+    )
     out: Path = Path("runs/eval")
+
+
+ENV_ERROR_EXIT_CODE = 3
+"""`agenttrain eval`'s exit status when a model's env-error share is above the limit."""
 
 
 @dataclass
@@ -64,6 +74,11 @@ class ModelResult:
     summary: dict[str, Any]
     episodes_path: Path
     wall_s: float
+
+
+def over_env_error_limit(results: Sequence[ModelResult], limit: float) -> list[ModelResult]:
+    """Models whose scores rest on too few episodes because the environment failed too often."""
+    return [r for r in results if r.summary["env_error_rate"] > limit]
 
 
 def select_tasks(env: str, split: str, positions: Sequence[int] | None) -> list[int]:
