@@ -9,6 +9,12 @@ retries transient failures with exponential backoff, and closes every session it
 Retries never replay a `/step` that may have reached the server: an action is not
 idempotent. Only connection failures (nothing sent) and 503s are retried for it.
 
+Task ids are ours everywhere above this module. For an environment whose servers number
+tasks differently (`EnvSpec.task_key`, e.g. AgentGym's TextCraft), a server that is not
+agenttrain's (no `agenttrain` in `GET /health`) has its id -> task table probed once, cached
+on disk and spot-checked on later use; each reset then sends the server's id for our task, and
+checks that the first observation shows it.
+
 Transport: aiohttp. httpx was measured first and its connection pool collapses with many
 requests in flight (303 steps/s, p99 292 ms at 32 sessions against 5,347 steps/s, p99
 7 ms for aiohttp on the same server; docs/benchmarks.md), and rollouts keep many
@@ -23,6 +29,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -41,6 +48,13 @@ from agenttrain.serving.errors import (
     SessionLost,
     WrongServer,
 )
+from agenttrain.serving.task_map import (
+    TaskMapError,
+    TaskTable,
+    TaskTableCache,
+    default_cache_dir,
+    local_task_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +63,10 @@ PROTOCOL_FIELDS = frozenset({"id", "env_idx", "observation", "done", "reward", "
 """Fields of a reset answer that belong to the protocol, not to the task."""
 LOST_SESSION_MARKERS = ("is not valid", "has been deleted")
 """AgentGym's messages for an id the server does not know (any more)."""
+PROBE_SESSIONS = 4
+"""Sessions that read a server's task table in parallel."""
+SPOT_CHECKS = 4
+"""Ids of a cached table re-read to confirm the server still numbers tasks that way."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +104,7 @@ class EnvServerPool:
         backoff_s: float = 0.2,
         down_for_s: float = 5.0,
         max_connections: int = 512,
+        task_table_dir: Path | None = None,
     ) -> None:
         self.spec = get_spec(env) if isinstance(env, str) else env
         self.urls = [normalize_url(u) for u in ([urls] if isinstance(urls, str) else urls)]
@@ -107,6 +126,10 @@ class EnvServerPool:
         self._verify_locks = {url: asyncio.Lock() for url in self.urls}
         self._open: set[RemoteEnvironment] = set()
         self._jitter = random.Random(0)  # only spreads retry timing; never touches results
+        self._table_cache = TaskTableCache(task_table_dir or default_cache_dir())
+        self._task_tables: dict[str, TaskTable | None] = {}
+        """Per server: its id -> task table, or None where its ids are ours."""
+        self._our_tasks: TaskTable | None = None
 
     async def __aenter__(self) -> EnvServerPool:
         return self
@@ -150,7 +173,99 @@ class EnvServerPool:
             found = _root_text(response)
             if found != expected:
                 raise WrongServer(url, expected, found)
+            if self.spec.task_key is not None:
+                self._our_tasks = await local_task_table(self.spec)
+                self._task_tables[url] = await self._server_task_table(url)
             self._verified.add(url)
+
+    async def _server_task_table(self, url: str) -> TaskTable | None:
+        """The server's id -> task table; None for our own server, whose ids are ours."""
+        if await self._is_agenttrain(url):
+            return None
+        root_text = self.spec.protocol.root_text
+        cached = self._table_cache.load(url, root_text, self.spec.name)
+        if cached is not None:
+            if await self._agrees(url, cached):
+                return cached
+            log.warning("%s numbers tasks differently than when last probed; probing again", url)
+        return await self._probe(url)
+
+    async def _is_agenttrain(self, url: str) -> bool:
+        answer = await self._exchange("GET", url, "/health", idempotent=True)
+        if answer.status != 200:
+            return False  # AgentGym's servers have no /health
+        try:
+            body = answer.json()
+        except ValueError:
+            return False
+        return isinstance(body, Mapping) and "agenttrain" in body
+
+    async def _agrees(self, url: str, table: TaskTable) -> bool:
+        """Whether a few ids (a different sample each time) still name the cached tasks."""
+        sample = random.sample(sorted(table.keys), min(SPOT_CHECKS, len(table.keys)))
+        found = await self._read_task_keys(url, sample, sessions=1)
+        return all(found[task_id] == table.keys[task_id] for task_id in sample)
+
+    async def _probe(self, url: str) -> TaskTable:
+        """Read which task each server id 0..num_tasks-1 names, and cache the table."""
+        assert self._our_tasks is not None
+        ids = sorted(self._our_tasks.keys)
+        log.info("reading the task table of %s (%d resets)", url, len(ids))
+        keys = await self._read_task_keys(url, ids, sessions=PROBE_SESSIONS)
+        table = TaskTable(self.spec.name, keys, f"the server at {url}")
+        self._table_cache.save(url, self.spec.protocol.root_text, table)
+        return table
+
+    async def _reprobe(self, url: str, stale: TaskTable | None) -> None:
+        """Replace a table found stale mid-run (the server restarted), once for all sessions."""
+        async with self._verify_locks[url]:
+            if self._task_tables.get(url) is stale:
+                log.warning("%s no longer numbers tasks as probed; probing again", url)
+                self._task_tables[url] = await self._probe(url)
+
+    async def _read_task_keys(
+        self, url: str, ids: Sequence[int], *, sessions: int
+    ) -> dict[int, str]:
+        """Reset `sessions` temporary sessions to each of the server's `ids` and read the tasks."""
+        parts = [ids[i::sessions] for i in range(min(sessions, len(ids)))]
+        found = await asyncio.gather(*(self._read_part(url, part) for part in parts))
+        return {task_id: key for part in found for task_id, key in part.items()}
+
+    async def _read_part(self, url: str, ids: Sequence[int]) -> dict[int, str]:
+        session_id = await self._create(url, ids[0])
+        try:
+            return {
+                task_id: self._task_key(url, await self._reset_session(url, session_id, task_id))
+                for task_id in ids
+            }
+        finally:
+            await self._close_session(url, session_id)
+
+    def _task_key(self, url: str, first: Observation) -> str:
+        details = self.spec.describe(first.text) if self.spec.describe else {}
+        key = details.get(self.spec.task_key or "")
+        if key is None:
+            raise ProtocolMismatch(
+                url, f"a first observation shows no {self.spec.task_key}: {first.text[-200:]!r}"
+            )
+        return str(key)
+
+    def _server_task_id(self, url: str, task_id: int) -> int:
+        """The server's id for our task `task_id` (the same where its ids are ours)."""
+        table = self._task_tables.get(url)
+        if table is None or self._our_tasks is None:
+            return task_id
+        return table.id_of(self._our_tasks.key_of(task_id))
+
+    def _shows_other_task(self, url: str, task_id: int, first: Observation) -> str | None:
+        """What went wrong when `first` is not our task `task_id`'s; None when it is."""
+        if self._task_tables.get(url) is None or self._our_tasks is None:
+            return None
+        expected, shown = self._our_tasks.key_of(task_id), self._task_key(url, first)
+        if shown == expected:
+            return None
+        server_id = self._server_task_id(url, task_id)
+        return f"server id {server_id} showed {shown!r} where {expected!r} was expected"
 
     async def _open_session(self, task_id: int) -> tuple[str, int]:
         """Create a session on the least-loaded server that works; returns (url, id)."""
@@ -163,7 +278,7 @@ class EnvServerPool:
         for url in candidates:
             try:
                 await self._verify(url)
-                session_id = await self._create(url, task_id)
+                session_id = await self._create(url, self._server_task_id(url, task_id))
             except (ServerUnreachable, ServerTimeout, ServerBusy) as failure:
                 self._down_until[url] = time.monotonic() + self.down_for_s
                 failures.append(failure)
@@ -175,17 +290,34 @@ class EnvServerPool:
         reasons = "; ".join(str(f) for f in failures)
         raise ServerUnreachable(", ".join(self.urls), f"no server could open a session: {reasons}")
 
-    async def _create(self, url: str, task_id: int) -> int:
+    async def _create(self, url: str, server_task_id: int) -> int:
+        """Open a session; `server_task_id` (the server's numbering) preloads it where asked."""
         proto = self.spec.protocol
         body: dict[str, Any] | None = dict(proto.create_body) if proto.create_body else None
         if proto.create_task_field:
-            body = {**(body or {}), proto.create_task_field: task_id}
+            body = {**(body or {}), proto.create_task_field: server_task_id}
         answer = await self._send("POST", url, "/create", json=body, idempotent=False)
         if isinstance(answer, Mapping) and isinstance(answer.get(proto.id_field), int):
             return answer[proto.id_field]
         if isinstance(answer, int) and not isinstance(answer, bool):
             return answer
         raise ProtocolMismatch(url, f"/create answered {answer!r:.200}, expected a session id")
+
+    async def _reset_session(self, url: str, session_id: int, server_task_id: int) -> Observation:
+        proto = self.spec.protocol
+        body = {proto.id_field: session_id, proto.task_field: server_task_id, **proto.reset_extra}
+        answer = await self._send("POST", url, "/reset", json=body, idempotent=True)
+        return _first_observation(self.spec, url, answer)
+
+    async def _close_session(self, url: str, session_id: int) -> None:
+        """Close a server-side session (never raises: closing must not hide another error)."""
+        if not self.spec.protocol.has_close:
+            return  # AgentGym's server for this env has no /close; nothing more can be done
+        try:
+            body = {self.spec.protocol.id_field: session_id}
+            await self._send("POST", url, "/close", json=body, idempotent=True)
+        except EnvServerError as failure:
+            log.warning("could not close session %s on %s: %s", session_id, url, failure)
 
     def _release(self, url: str) -> None:
         self.live_sessions[url] = max(0, self.live_sessions[url] - 1)
@@ -261,16 +393,18 @@ class RemoteEnvironment:
         self.session_id: int | None = None
 
     async def reset(self, task_id: int) -> Observation:
-        if self.session_id is None:
-            await self._open(task_id)
-        try:
-            answer = await self._reset(task_id)
-        except SessionLost:
-            # The server forgot the session (restart, idle expiry): a reset starts afresh anyway.
-            self._forget()
-            await self._open(task_id)
-            answer = await self._reset(task_id)
-        return _first_observation(self.spec, self.url or "", answer)
+        """Start our task `task_id` (sent as the server's id for the same task)."""
+        first = await self._reset_to(task_id)
+        assert self.url is not None
+        if self._pool._shows_other_task(self.url, task_id, first) is None:
+            return first
+        # The server renumbered its tasks (restarted with another hash seed): read them again.
+        await self._pool._reprobe(self.url, self._pool._task_tables.get(self.url))
+        first = await self._reset_to(task_id)
+        problem = self._pool._shows_other_task(self.url, task_id, first)
+        if problem is not None:
+            raise TaskMapError(f"{self.url}: {problem}, even after reading its task table again")
+        return first
 
     async def step(self, action: str) -> StepResult:
         if self.session_id is None or self.url is None:
@@ -291,18 +425,7 @@ class RemoteEnvironment:
             return
         url, session_id = self.url, self.session_id
         self._forget()
-        if not self.spec.protocol.has_close:
-            return  # AgentGym's server for this env has no /close; nothing more can be done
-        try:
-            await self._pool._send(
-                "POST",
-                url,
-                "/close",
-                json={self.spec.protocol.id_field: session_id},
-                idempotent=True,
-            )
-        except EnvServerError as failure:
-            log.warning("could not close session %s on %s: %s", session_id, url, failure)
+        await self._pool._close_session(url, session_id)
 
     async def __aenter__(self) -> RemoteEnvironment:
         return self
@@ -320,11 +443,21 @@ class RemoteEnvironment:
         self._pool._open.discard(self)
         self.url, self.session_id = None, None
 
-    async def _reset(self, task_id: int) -> Any:
-        assert self.url is not None
-        proto = self.spec.protocol
-        body = {proto.id_field: self.session_id, proto.task_field: task_id, **proto.reset_extra}
-        return await self._pool._send("POST", self.url, "/reset", json=body, idempotent=True)
+    async def _reset_to(self, task_id: int) -> Observation:
+        if self.session_id is None:
+            await self._open(task_id)
+        try:
+            return await self._reset_session(task_id)
+        except SessionLost:
+            # The server forgot the session (restart, idle expiry): a reset starts afresh anyway.
+            self._forget()
+            await self._open(task_id)
+            return await self._reset_session(task_id)
+
+    async def _reset_session(self, task_id: int) -> Observation:
+        assert self.url is not None and self.session_id is not None
+        server_task_id = self._pool._server_task_id(self.url, task_id)
+        return await self._pool._reset_session(self.url, self.session_id, server_task_id)
 
 
 def _first_observation(spec: EnvSpec, url: str, answer: Any) -> Observation:
