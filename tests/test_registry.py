@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import requests
 
 from agenttrain.envs import (
     DuplicateEnvironment,
@@ -20,7 +21,8 @@ from agenttrain.envs import (
     registrations,
 )
 from agenttrain.envs.agentgym import REMOTE_SPECS
-from support import CounterEnv
+from agenttrain.serving.server import create_app
+from support import CounterEnv, serve_in_thread
 
 
 def test_every_agentgym_environment_is_known_with_its_wire_dialect():
@@ -126,3 +128,11 @@ def test_the_name_must_be_the_spec_name():
 def test_server_only_environments_refuse_kwargs_as_not_in_process():
     with pytest.raises(NotInProcess):
         make_env("webshop", num_products=1000)
+
+
+def test_a_served_environment_is_built_with_its_registered_defaults():
+    register("stride-test", StrideEnv, replace=True, stride=4)
+    with serve_in_thread(create_app("stride-test")) as url:
+        requests.post(f"{url}/create", timeout=5).raise_for_status()
+        reset = requests.post(f"{url}/reset", json={"id": 0, "data_idx": 1}, timeout=5).json()
+        assert reset["observation"] == "stride 4, limit 10"

@@ -131,7 +131,7 @@ def create_app(
         )
     spec = entry.spec
     proto = spec.protocol
-    store = SessionStore(entry.factory, max_sessions=max_sessions, ttl_s=session_ttl_s)
+    store = SessionStore(entry.build, max_sessions=max_sessions, ttl_s=session_ttl_s)
     interval = reap_interval_s if reap_interval_s is not None else min(30.0, session_ttl_s / 4)
     started = time.time()
 
