@@ -146,7 +146,7 @@ def fake_agentgym_textcraft(goals: list[int]) -> FastAPI:
 
     No `/health`; `/create` needs a JSON body and resets to `data_idx` = the new id; errors are
     HTTP 200 `{"error": ...}`; `/close` answers true, then false. Replace `app.state.goals` to
-    act out a restart under another PYTHONHASHSEED. `app.state.resets` counts data_idx resets.
+    act out another install answering at the same URL. `app.state.resets` counts data_idx resets.
     """
     app = FastAPI()
     app.state.goals = goals

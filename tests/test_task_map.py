@@ -75,7 +75,7 @@ async def test_a_stale_cached_table_is_detected_and_replaced(tmp_path):
     with serve_in_thread(app) as url:
         async with EnvServerPool("textcraft", url, task_table_dir=tmp_path) as pool:
             await pool.verify()
-        app.state.goals = shuffled_textcraft_goals(seed=5)  # restarted, another hash seed
+        app.state.goals = shuffled_textcraft_goals(seed=5)  # another install, same URL
         before = app.state.resets
         async with EnvServerPool("textcraft", url, task_table_dir=tmp_path) as pool:
             await pool.verify()
@@ -108,13 +108,18 @@ async def test_our_own_server_needs_no_probe(start_textcraft, tmp_path):
 
 
 async def test_a_goal_the_server_lacks_is_named(tmp_path):
-    app = fake_agentgym_textcraft(shuffled_textcraft_goals(seed=8, left_out={12}))
+    app = fake_agentgym_textcraft(shuffled_textcraft_goals(seed=8, left_out={12, 40}))
     with serve_in_thread(app) as url:
         async with EnvServerPool("textcraft", url, task_table_dir=tmp_path) as pool:
-            with pytest.raises(TaskNotFound) as caught:
+            await pool.check_tasks([0, 1, 2])
+            with pytest.raises(TaskNotFound) as up_front:
+                await pool.check_tasks(range(100))
+            with pytest.raises(TaskNotFound) as on_reset:
                 await pool.environment().reset(12)
-    assert repr(task(12).goal_name) in str(caught.value)
-    assert url in str(caught.value)
+    assert "lacks 2 of the textcraft tasks asked for" in str(up_front.value)
+    assert all(repr(task(k).goal_name) in str(up_front.value) for k in (12, 40))
+    assert repr(task(12).goal_name) in str(on_reset.value)
+    assert url in str(on_reset.value) and url in str(up_front.value)
 
 
 async def test_a_published_table_reproduces_another_split(tmp_path):

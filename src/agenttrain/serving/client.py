@@ -27,7 +27,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from agenttrain.serving.errors import (
 )
 from agenttrain.serving.task_map import (
     TaskMapError,
+    TaskNotFound,
     TaskTable,
     TaskTableCache,
     default_cache_dir,
@@ -142,8 +143,25 @@ class EnvServerPool:
         return RemoteEnvironment(self)
 
     async def verify(self) -> None:
-        """Check every server's identity now (otherwise each is checked before first use)."""
+        """Check every server's identity, and read (or spot-check the cached) task table of
+        each that numbers tasks its own way, now rather than before its first use."""
         await asyncio.gather(*(self._verify(url) for url in self.urls))
+
+    async def check_tasks(self, task_ids: Iterable[int]) -> None:
+        """Refuse up front our task ids whose task some server lacks, naming them all
+        (otherwise each such episode fails on its reset)."""
+        await self.verify()
+        wanted = set(task_ids)
+        for url, table in self._task_tables.items():
+            if table is None or self._our_tasks is None:
+                continue
+            offered = set(table.keys.values())
+            missing = sorted({self._our_tasks.key_of(k) for k in wanted} - offered)
+            if missing:
+                raise TaskNotFound(
+                    f"{url} lacks {len(missing)} of the {self.spec.name} tasks asked for: "
+                    + ", ".join(map(repr, missing))
+                )
 
     async def aclose(self) -> None:
         """Close every session still open, then the connections."""
@@ -202,7 +220,7 @@ class EnvServerPool:
 
     async def _agrees(self, url: str, table: TaskTable) -> bool:
         """Whether a few ids (a different sample each time) still name the cached tasks."""
-        sample = random.sample(sorted(table.keys), min(SPOT_CHECKS, len(table.keys)))
+        sample = random.Random().sample(sorted(table.keys), min(SPOT_CHECKS, len(table.keys)))
         found = await self._read_task_keys(url, sample, sessions=1)
         return all(found[task_id] == table.keys[task_id] for task_id in sample)
 
@@ -217,7 +235,7 @@ class EnvServerPool:
         return table
 
     async def _reprobe(self, url: str, stale: TaskTable | None) -> None:
-        """Replace a table found stale mid-run (the server restarted), once for all sessions."""
+        """Replace a table found stale mid-run (another install answers), once for all sessions."""
         async with self._verify_locks[url]:
             if self._task_tables.get(url) is stale:
                 log.warning("%s no longer numbers tasks as probed; probing again", url)
@@ -398,7 +416,7 @@ class RemoteEnvironment:
         assert self.url is not None
         if self._pool._shows_other_task(self.url, task_id, first) is None:
             return first
-        # The server renumbered its tasks (restarted with another hash seed): read them again.
+        # The server renumbered its tasks (another install now answers there): read them again.
         await self._pool._reprobe(self.url, self._pool._task_tables.get(self.url))
         first = await self._reset_to(task_id)
         problem = self._pool._shows_other_task(self.url, task_id, first)

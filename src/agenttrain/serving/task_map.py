@@ -1,8 +1,9 @@
 """Which task an id names, per numbering: ours, a server's, or a published table's.
 
 Task ids are portable only when every server numbers tasks the same way. AgentGym's
-TextCraft server does not: its goal order follows `os.listdir` and the hash seed, so its id 12
-is another goal than ours, and differs between machines and restarts. Such environments
+TextCraft server does not: it reads recipe files in `os.listdir` order, which sets both its
+goal order and (through a cycle guard) its goal set, so its id 12 is another goal than ours
+and each install (machine, copy of the files) numbers differently. Such environments
 declare `EnvSpec.task_key`, the entry of `describe()` that identifies a task (TextCraft: the
 goal). A `TaskTable` maps the ids of one numbering to those identities, so an id can be
 carried from one numbering to another by what it means instead of by its number.
