@@ -301,10 +301,16 @@ def _summary_table(results: list) -> Table:
         "env_errors",
         "tokens_per_s",
     ]
+    titles = {
+        **LABELS,
+        "mean_turns": "turns",
+        "format_error_rate": "format-error rate",
+        "tokens_per_s": "tok/s",
+    }
     table = Table(title="evaluation", caption=RATES_NOTE)
     table.add_column("model")
     for key in keys:
-        table.add_column(LABELS.get(key, key), justify="right")
+        table.add_column(titles.get(key, key), justify="right")
     for result in results:
         table.add_row(result.model, *(metric_cell(result.summary, key) for key in keys))
     return table
