@@ -387,6 +387,9 @@ def train(
 def _set_up_errors() -> tuple[type[Exception], ...]:
     """What a training command reports in one line (exit 2) instead of a traceback."""
     from agenttrain.config import ConfigError
+    from agenttrain.envs import EnvError, NotInProcess
+    from agenttrain.envs.registry import DuplicateEnvironment, EnvKwargsError
+    from agenttrain.envs.source import EnvSourceError
     from agenttrain.policy.base import PolicyError
     from agenttrain.rl.rewards import RewardFunctionError
     from agenttrain.run.checkpoint import CheckpointError
@@ -402,6 +405,11 @@ def _set_up_errors() -> tuple[type[Exception], ...]:
         RewardFunctionError,
         TrackerError,
         PolicyError,
+        EnvError,
+        EnvSourceError,
+        EnvKwargsError,
+        DuplicateEnvironment,
+        NotInProcess,
         KeyError,
     )
 

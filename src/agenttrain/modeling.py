@@ -79,3 +79,23 @@ def autocast(config: ModelConfig) -> Any:
     device = torch.device(config.device)
     dtype = resolve_inference_dtype(config.train_dtype, device)
     return nullcontext() if dtype == torch.float32 else torch.autocast(device.type, dtype=dtype)
+
+
+def starts_from_adapter(config: ModelConfig) -> bool:
+    """Whether `model.path` is a LoRA checkpoint (e.g. an SFT run) rather than a plain model."""
+    return resolve(config.path).base is not None
+
+
+def load_reference(config: ModelConfig) -> Any:
+    """The KL reference: the starting policy, frozen, built afresh from `config.path`.
+
+    Built from the files, never copied from the live model, so that after a resume it is
+    still the step-0 policy; and built exactly as the live model was at step 0 (a starting
+    LoRA adapter kept as an adapter, or merged for full fine-tuning), so that the two compute
+    the same numbers in any precision and KL starts at exactly 0.
+    """
+    model, _ = build_trainable(config.model_copy(update={"gradient_checkpointing": False}))
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model

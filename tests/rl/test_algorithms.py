@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from agenttrain.rl.advantages import ESTIMATORS, get_estimator
+from agenttrain.rl.advantages import ESTIMATORS, get_estimator, masked_whiten
 from agenttrain.rl.kl import KLController, kl_penalty
 from agenttrain.rl.losses import Totals, agg_loss, entropy_from_logits, ppo_clip_loss
 
@@ -49,15 +49,48 @@ def test_rloo_compares_each_sample_with_the_others():
     assert advantages[:, 0].tolist() == pytest.approx([1.0, -0.5, -0.5])
 
 
-def test_reinforce_plus_plus_carries_the_return_across_environment_tokens():
+def test_reinforce_plus_plus_restarts_the_return_at_environment_tokens_as_verl():
+    # Two turns: model tokens 0 and 2-3, environment token 1; the outcome sits on token 3.
     rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0]])
     advantages = get_estimator("reinforce_plus_plus")(rewards, mask, ["a", "b"], gamma=1.0)
+    # By hand: returns on model tokens are [0, ., 1, 1] and [0, ., 0, 0]; whitened over the
+    # six model tokens (mean 1/3, unbiased std sqrt(4/15)).
+    returns = torch.tensor([0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
+    expected = (returns - returns.mean()) / returns.std()
+    assert torch.allclose(advantages[mask.bool()], expected, atol=1e-5)
+    assert advantages[0, 0] < 0 < advantages[0, 2]  # the first turn does not get the outcome
+
+
+def test_reinforce_plus_plus_can_carry_the_return_across_environment_tokens():
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0]])
+    advantages = get_estimator("reinforce_plus_plus")(
+        rewards, mask, ["a", "b"], gamma=1.0, carry_return=True
+    )
     first, second = advantages[0], advantages[1]
     assert first[0] == first[2] == first[3] and first[0] > 0  # the outcome reaches turn 1
     assert (second[[0, 2, 3]] < 0).all() and advantages[:, 1].abs().sum() == 0
-    model_tokens = advantages[mask.bool()]
-    assert model_tokens.mean().abs() < 1e-6  # whitened
+    assert advantages[mask.bool()].mean().abs() < 1e-6  # whitened
+
+
+def test_reinforce_plus_plus_baseline_treats_a_group_of_one_as_mean_zero():
+    rewards, mask = outcome([1.0, 0.0, 1.0])
+    advantages = get_estimator("reinforce_plus_plus_baseline")(rewards, mask, ["a", "a", "b"])
+    # Centred scores [0.5, -0.5, 1.0] (group b alone keeps its score) on each row's two model
+    # tokens, then whitened over those six tokens.
+    centred = torch.tensor([0.5, -0.5, 1.0]).repeat_interleave(2)
+    expected = (centred - centred.mean()) / centred.std()
+    assert torch.allclose(advantages[mask.bool()], expected, atol=1e-5)
+
+
+def test_whitening_one_or_no_token_stays_finite():
+    values = torch.tensor([[3.0, 5.0]])
+    assert torch.equal(masked_whiten(values, torch.tensor([[1.0, 0.0]]))[0, 0], torch.tensor(0.0))
+    assert torch.isfinite(masked_whiten(values, torch.zeros(1, 2))).all()
+    rewards, mask = outcome([1.0])
+    advantages = get_estimator("reinforce_plus_plus")(rewards, mask, ["a"])
+    assert torch.isfinite(advantages).all()
 
 
 def test_reinforce_plus_plus_baseline_is_centred_per_group_then_whitened():
@@ -77,7 +110,7 @@ def test_every_registered_estimator_is_zero_under_mask_zero():
 def test_loss_aggregation_modes():
     loss = torch.tensor([[1.0, 2.0, 9.0], [3.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-    totals = Totals(tokens=3, sequences=2, norm_length=4)
+    totals = Totals(tokens=3, sequences=2, loss_scale_factor=4)
     assert agg_loss(loss, mask, "token-mean", totals).item() == pytest.approx(6 / 3)
     assert agg_loss(loss, mask, "seq-mean-token-sum", totals).item() == pytest.approx((3 + 3) / 2)
     assert agg_loss(loss, mask, "seq-mean-token-mean", totals).item() == pytest.approx(

@@ -52,7 +52,7 @@ def test_overrides_are_typed_from_yaml():
         (["trainer.total_steps"], ["not key=value"]),
         (["trainer=3"], ["trainer", "(got 3)"]),
         (["trainer.total_steps.x=3"], ["'trainer.total_steps' takes a value, not sub-keys"]),
-        (["data.group_size=1"], ["grpo needs data.group_size >= 2"]),
+        (["data.group_size=1"], ["adv_estimator=grpo", "cannot learn with data.group_size=1"]),
         (["actor.mini_batch_episodes=1000"], ["exceeds the 64 episodes of a step"]),
     ],
 )

@@ -170,6 +170,7 @@ def test_dynamic_sampling_drops_groups_without_reward_variance(tiny_model_dir, t
             tiny_model_dir,
             tmp_path / "run",
             "algorithm.filter_groups.enabled=true",
+            "algorithm.filter_groups.max_num_gen_batches=1",  # no refill: see test_objective
             "trainer.total_steps=1",
             "trainer.test_freq=0",
         )

@@ -41,10 +41,18 @@ def _group_members(groups: Sequence[str]) -> dict[str, list[int]]:
 
 
 def masked_whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """(values - mean) / sqrt(var + eps) over the masked entries (unbiased variance, as verl)."""
+    """(values - mean) / sqrt(var + eps) over the masked entries (unbiased variance, as verl).
+
+    With fewer than two masked entries there is no variance to divide by: the values are only
+    centred (one entry -> 0; none -> unchanged), never divided by a near-zero or NaN spread.
+    """
     count = mask.sum()
+    if count < 1:
+        return values.clone()
     mean = (values * mask).sum() / count
-    var = (((values - mean) ** 2) * mask).sum() / (count - 1).clamp(min=1)
+    if count < 2:
+        return values - mean
+    var = (((values - mean) ** 2) * mask).sum() / (count - 1)
     return (values - mean) * torch.rsqrt(var + eps)
 
 
@@ -97,15 +105,24 @@ def reinforce_plus_plus(
     groups: Sequence[str],
     *,
     gamma: float = 1.0,
+    carry_return: bool = False,
     **_: object,
 ) -> torch.Tensor:
-    """Discounted returns G_t = r_t + γ G_{t+1} (carried across environment tokens), whitened
-    over the batch's model tokens."""
+    """Discounted returns G_t = r_t + γ G_{t+1}, whitened over the batch's model tokens.
+
+    As verl, the running return restarts after every token with mask 0 (G_{t+1} := 0 when
+    mask_{t+1} = 0), so in a multi-turn episode an outcome reward on the last reply reaches
+    only that reply. `carry_return=True` carries it through environment tokens instead, so
+    every reply of the episode is credited with the outcome (γ < 1 discounts every token,
+    environment tokens included).
+    """
     returns = torch.zeros_like(rewards)
     running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
     for t in reversed(range(rewards.shape[1])):
         running = rewards[:, t] + gamma * running
         returns[:, t] = running
+        if not carry_return:
+            running = running * mask[:, t]
     return masked_whiten(returns, mask) * mask
 
 
@@ -113,9 +130,11 @@ def reinforce_plus_plus(
 def reinforce_plus_plus_baseline(
     rewards: torch.Tensor, mask: torch.Tensor, groups: Sequence[str], **_: object
 ) -> torch.Tensor:
-    """(s_i - mean_g) on every model token, whitened over the batch."""
+    """(s_i - mean_g) on every model token, whitened over the batch; a group of one has mean 0
+    (as verl), so its advantage is its score before whitening."""
     scores = rewards.sum(dim=-1)
     centred = scores.clone()
     for members in _group_members(groups).values():
-        centred[members] = scores[members] - scores[members].mean()
+        if len(members) > 1:
+            centred[members] = scores[members] - scores[members].mean()
     return masked_whiten(centred[:, None] * mask, mask) * mask

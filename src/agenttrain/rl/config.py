@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -18,6 +18,8 @@ class EnvConfig(Section):
     name: str = "textcraft"
     split: str = "train"
     val_split: str = "val"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Constructor arguments of the in-process environment (`make_env(name, **kwargs)`)."""
     servers: list[str] = Field(default_factory=list, description="empty: in-process")
     token: str | None = None
 
@@ -47,7 +49,18 @@ class KLConfig(Section):
 
 class FilterGroupsConfig(Section):
     enabled: bool = False
-    """Dynamic sampling: drop groups whose rewards have no variance (they teach nothing)."""
+    """Dynamic sampling (DAPO): drop groups whose rewards have no variance (they teach nothing)
+    and sample new groups until `data.batch_tasks` groups with variance are collected."""
+    max_num_gen_batches: int = Field(4, ge=1)
+    """At most this many generation rounds per step; a step that still has fewer informative
+    groups trains on those it has (verl raises instead; the shortfall is logged)."""
+
+
+GROUP_BASELINE_ESTIMATORS = ("grpo", "rloo", "reinforce_plus_plus_baseline")
+"""Estimators whose baseline is the task's group: a group of one has none."""
+NEEDS_GROUP = ("grpo", "rloo")
+"""Estimators that cannot learn from groups of one (reinforce_plus_plus_baseline then falls back
+to the batch-whitened score, as verl does)."""
 
 
 class TurnsStage(Section):
@@ -63,6 +76,10 @@ class AlgorithmConfig(Section):
     """False gives Dr.GRPO (no division by the group's std)."""
     epsilon: float = Field(1e-6, gt=0)
     gamma: float = Field(1.0, ge=0, le=1)
+    carry_return_across_turns: bool = False
+    """reinforce_plus_plus only. False (verl): the discounted return restarts at every
+    environment span, so an outcome reward placed on the last reply reaches only that reply.
+    True: it is carried back through the environment's tokens to every earlier reply."""
     kl: KLConfig = Field(default_factory=KLConfig)
     filter_groups: FilterGroupsConfig = Field(default_factory=FilterGroupsConfig)
     max_turns_schedule: list[TurnsStage] = Field(default_factory=list)
@@ -83,6 +100,9 @@ class ActorConfig(Section):
     clip_ratio_high: float = Field(0.2, ge=0, description="0.28: DAPO clip-higher")
     clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip constant")
     loss_agg_mode: AggMode = "token-mean"
+    loss_scale_factor: int | None = Field(None, ge=1)
+    """`seq-mean-token-sum-norm` (Dr.GRPO) divides by this constant; default:
+    `rollout.max_context` (verl: the configured response length), never a per-step width."""
     entropy_coeff: float = Field(0.0, ge=0)
     grad_clip: float = Field(1.0, gt=0)
     recompute_old_logprobs: bool = True
@@ -138,6 +158,21 @@ class TrainConfig(Section):
                 f"actor.mini_batch_episodes={mini} exceeds the {episodes} episodes of a step "
                 "(data.batch_tasks × data.group_size)"
             )
-        if self.algorithm.adv_estimator in ("grpo", "rloo") and self.data.group_size < 2:
-            raise ValueError(f"{self.algorithm.adv_estimator} needs data.group_size >= 2")
+        estimator = self.algorithm.adv_estimator
+        if estimator in NEEDS_GROUP and self.data.group_size < 2:
+            raise ValueError(
+                f"algorithm.adv_estimator={estimator} compares the episodes of a task's group and "
+                f"cannot learn with data.group_size={self.data.group_size}: use data.group_size "
+                ">= 2, or reinforce_plus_plus (batch-whitened returns, no group needed)"
+            )
+        if self.algorithm.filter_groups.enabled and self.data.group_size < 2:
+            raise ValueError(
+                "algorithm.filter_groups.enabled keeps groups whose rewards differ; with "
+                "data.group_size=1 no group can, so nothing would be trained"
+            )
+        if self.algorithm.carry_return_across_turns and estimator != "reinforce_plus_plus":
+            raise ValueError(
+                "algorithm.carry_return_across_turns applies to reinforce_plus_plus only "
+                f"(adv_estimator is {estimator})"
+            )
         return self

@@ -28,8 +28,9 @@ class Totals:
 
     tokens: int
     sequences: int
-    norm_length: int = 1
-    """`seq-mean-token-sum-norm` divides by this (Dr.GRPO: the maximum response length)."""
+    loss_scale_factor: int = 1
+    """`seq-mean-token-sum-norm` divides by this constant (Dr.GRPO; verl's name). It must not
+    change from step to step, or the effective learning rate would."""
 
 
 def agg_loss(loss: torch.Tensor, mask: torch.Tensor, mode: str, totals: Totals) -> torch.Tensor:
@@ -38,7 +39,7 @@ def agg_loss(loss: torch.Tensor, mask: torch.Tensor, mode: str, totals: Totals) 
     token-mean: Σ mask·L / tokens
     seq-mean-token-sum: Σ_seq Σ_t mask·L / sequences
     seq-mean-token-mean: Σ_seq (Σ_t mask·L / Σ_t mask) / sequences
-    seq-mean-token-sum-norm: seq-mean-token-sum / norm_length
+    seq-mean-token-sum-norm: seq-mean-token-sum / loss_scale_factor
     """
     masked = loss * mask
     if mode == "token-mean":
@@ -46,7 +47,7 @@ def agg_loss(loss: torch.Tensor, mask: torch.Tensor, mode: str, totals: Totals) 
     per_sequence = masked.sum(dim=-1)
     if mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
         value = per_sequence.sum() / max(totals.sequences, 1)
-        return value / totals.norm_length if mode.endswith("-norm") else value
+        return value / totals.loss_scale_factor if mode.endswith("-norm") else value
     if mode == "seq-mean-token-mean":
         counts = mask.sum(dim=-1)
         present = counts > 0  # fully masked sequences are excluded

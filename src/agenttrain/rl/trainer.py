@@ -30,17 +30,19 @@ from rich.progress import (
 )
 
 from agenttrain import config as config_io
-from agenttrain.envs import get_spec, make_env
+from agenttrain.envs import get_spec
+from agenttrain.envs.source import EnvSource
 from agenttrain.eval.metrics import summarize
-from agenttrain.modeling import build_trainable
+from agenttrain.modeling import build_trainable, load_reference, starts_from_adapter
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
-from agenttrain.rl.config import TrainConfig
+from agenttrain.rl.config import GROUP_BASELINE_ESTIMATORS, TrainConfig
 from agenttrain.rl.curriculum import max_turns_at
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
 from agenttrain.rl.rewards import load_reward_function, score_episode
 from agenttrain.rl.stats import stats, timed
+from agenttrain.rl.step_batch import StepBatch
 from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
@@ -53,7 +55,6 @@ from agenttrain.run.runtime import (
     step_progress,
 )
 from agenttrain.run.tracking import Tracker
-from agenttrain.serving.client import EnvServerPool
 
 
 class Trainer(TrainingRun):
@@ -88,17 +89,6 @@ class Trainer(TrainingRun):
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         kl = config.algorithm.kl
-        if (
-            (kl.use_kl_loss or kl.in_reward)
-            and self.reference is None
-            and self._starts_from_adapter()
-        ):
-            self.console.print(
-                "[yellow]warning:[/] model.path is a LoRA adapter (e.g. an SFT checkpoint) and KL "
-                "is on: the KL reference is the base model under the adapter, not the adapter's "
-                "model. For KL to the starting model use model.lora.enabled=false (merged, full "
-                "fine-tuning), or turn KL off."
-            )
         self.kl_ctrl = KLController(kl.coef, kl.adaptive, kl.target, kl.horizon)
         self.update = PolicyUpdate(
             config,
@@ -112,6 +102,19 @@ class Trainer(TrainingRun):
         custom = config.reward.custom_function
         self.reward_fn = load_reward_function(custom.path, custom.name) if custom.path else None
         self.step = 0
+        self.tasks_consumed = 0
+        """Position in the stream of training tasks (dynamic sampling draws a varying number)."""
+        self.envs = EnvSource(
+            config.env.name,
+            kwargs=config.env.kwargs,
+            servers=config.env.servers,
+            token=config.env.token,
+            timeout_s=config.rollout.env_timeout_s,
+        )
+        self.loop = asyncio.new_event_loop()
+        """One event loop for the run: the environment source's HTTP pool lives in it."""
+        # A wrong, dead or incomplete server fails here, before the model is trained on nothing.
+        self.loop.run_until_complete(self.envs.open([*self.train_tasks, *self.val_tasks]))
         if self.resume_from is not None:
             self._restore(self.resume_from)
 
@@ -124,22 +127,16 @@ class Trainer(TrainingRun):
         source = self.resume_from / "model" if self.resume_from else None
         return build_trainable(self.config.model, source)
 
-    def _starts_from_adapter(self) -> bool:
-        from agenttrain.policy.models import resolve
-
-        return resolve(self.config.model.path).base is not None
-
     def _build_reference(self) -> torch.nn.Module | None:
-        """The KL reference: with LoRA the same model with its adapter disabled (no copy)."""
+        """The KL reference is the policy at step 0. LoRA over a plain model: that model is the
+        live one with its adapter disabled (no copy). Otherwise (full fine-tuning, or LoRA
+        continuing an SFT adapter): a frozen model read from `model.path`."""
         kl = self.config.algorithm.kl
-        if not (kl.use_kl_loss or kl.in_reward) or checkpoint.is_peft(self.model):
+        if not (kl.use_kl_loss or kl.in_reward):
             return None
-        import copy
-
-        reference = copy.deepcopy(self.model).eval()
-        for parameter in reference.parameters():
-            parameter.requires_grad_(False)
-        return reference
+        if checkpoint.is_peft(self.model) and not starts_from_adapter(self.config.model):
+            return None
+        return load_reference(self.config.model)
 
     def _lr_factor(self, step: int) -> float:
         optim = self.config.actor
@@ -154,6 +151,10 @@ class Trainer(TrainingRun):
         self.kl_ctrl.load_state_dict(state["kl_controller"])
         checkpoint.restore_rng(state["rng"])
         self.step = int(state["step"])
+        # Checkpoints from before dynamic-sampling refill consumed exactly batch_tasks a step.
+        self.tasks_consumed = int(
+            state.get("tasks_consumed", self.step * self.config.data.batch_tasks)
+        )
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -198,6 +199,7 @@ class Trainer(TrainingRun):
         finally:
             self.stop.restore()
             tracker.close()
+            self.loop.run_until_complete(self.envs.aclose())
         report = write_training_report(self.run_dir, config)
         self.finish(report)
         return self.run_dir
@@ -220,6 +222,7 @@ class Trainer(TrainingRun):
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "kl_controller": self.kl_ctrl.state_dict(),
+            "tasks_consumed": self.tasks_consumed,
         }
         folder = checkpoint.save(
             self.run_dir,
@@ -235,34 +238,27 @@ class Trainer(TrainingRun):
 
     # -- one step ---------------------------------------------------------------------------
 
-    def tasks_for(self, step: int) -> list[int]:
-        """The step's tasks: consecutive slices of per-epoch shuffles of the training split."""
-        size, count = self.config.data.batch_tasks, len(self.train_tasks)
-        chosen = []
-        for index in range((step - 1) * size, step * size):
-            epoch, position = divmod(index, count)
-            order = list(self.train_tasks)
-            random.Random(f"{self.config.run.seed}/epoch/{epoch}").shuffle(order)
-            chosen.append(order[position])
-        return chosen
+    def task_at(self, slot: int) -> int:
+        """The training task at position `slot` of the task stream: consecutive per-epoch
+        shuffles of the training split (a pure function of the seed and the position)."""
+        epoch, position = divmod(slot, len(self.train_tasks))
+        order = list(self.train_tasks)
+        random.Random(f"{self.config.run.seed}/epoch/{epoch}").shuffle(order)
+        return order[position]
+
+    def take_tasks(self, count: int) -> list[tuple[int, int]]:
+        """The next `count` (slot, task) pairs of the stream. A slot names one group: the same
+        task drawn twice (across an epoch boundary) is two groups with their own seeds."""
+        start = self.tasks_consumed
+        self.tasks_consumed += count
+        return [(slot, self.task_at(slot)) for slot in range(start, start + count)]
 
     def _rollout(
         self, requests: list[EpisodeRequest], sampling: SamplingParams, max_turns: int
     ) -> tuple[list[Trajectory], dict[str, float]]:
         rollout = self.config.rollout.model_copy(update={"max_turns": max_turns})
-        engine = RolloutEngine(
-            self.policy, self.spec, lambda: make_env(self.spec.name), rollout, sampling
-        )
-        env = self.config.env
-
-        async def play() -> list[Trajectory]:
-            if not env.servers:
-                return await engine.run(requests)
-            async with EnvServerPool(self.spec, env.servers, token=env.token) as pool:
-                engine.env_factory = pool.environment
-                return await engine.run(requests)
-
-        trajectories = asyncio.run(play())
+        engine = RolloutEngine(self.policy, self.spec, self.envs.environment, rollout, sampling)
+        trajectories = self.loop.run_until_complete(engine.run(requests))
         return trajectories, dict(engine.stats)
 
     def train_step(
@@ -272,7 +268,7 @@ class Trainer(TrainingRun):
         timing: dict[str, float] = {}
         metrics: dict[str, float] = {
             "training/global_step": step,
-            "training/epoch": (step - 1) * config.data.batch_tasks // len(self.train_tasks),
+            "training/epoch": self.tasks_consumed // len(self.train_tasks),
         }
         default_turns = config.rollout.max_turns or self.spec.default_max_turns
         max_turns = max_turns_at(step, config.algorithm.max_turns_schedule, default_turns)
@@ -282,36 +278,27 @@ class Trainer(TrainingRun):
             top_k=config.sampling.top_k,
             max_new_tokens=config.rollout.max_new_tokens,
         )
-        requests = [
-            EpisodeRequest(
-                task,
-                group_id=f"{step}:{task}",
-                sample=sample,
-                seed=derive_seed(config.run.seed, "train", step),
-            )
-            for task in self.tasks_for(step)
-            for sample in range(config.data.group_size)
-        ]
-        if progress is not None:
-            progress.update(bar, status=f"step {step}: playing {len(requests)} episodes")
-        with timed(timing, "gen"):
-            trajectories, engine_stats = self._rollout(requests, sampling, max_turns)
-        with timed(timing, "reward"):
-            scores, reward_extra = self._score(trajectories)
+        batch = self._collect(step, sampling, max_turns, timing, progress, bar)
+        trajectories, scores = batch.trajectories, batch.scores
         if config.trainer.save_trajectories:
             write_jsonl(self.run_dir / "trajectories" / f"step-{step:06d}.jsonl", trajectories)
         usable = [i for i, t in enumerate(trajectories) if t.finish_reason != "env_error"]
-        kept, filtered = self._filter_groups(trajectories, scores, usable)
-        metrics.update(self._rollout_metrics(trajectories, scores, usable, engine_stats, max_turns))
-        metrics.update(reward_extra)
-        metrics["rollout/filtered_groups"] = filtered
-        metrics["rollout/trained_episodes"] = len(kept)
+        metrics.update(
+            self._rollout_metrics(trajectories, scores, usable, batch.engine_stats, max_turns)
+        )
+        metrics.update(batch.reward_extra)
+        metrics["train/num_gen_batches"] = batch.rounds
+        metrics["rollout/filtered_groups"] = batch.filtered_groups
+        metrics["rollout/dropped_groups_env_error"] = batch.dropped_groups
+        metrics["rollout/informative_groups"] = batch.informative_groups
+        metrics["rollout/trained_groups"] = batch.trained_groups
+        metrics["rollout/trained_episodes"] = len(batch.kept)
         if progress is not None:
-            progress.update(bar, status=f"step {step}: updating on {len(kept)} episodes")
-        if kept:
+            progress.update(bar, status=f"step {step}: updating on {len(batch.kept)} episodes")
+        if batch.kept:
             metrics.update(
                 self.update.learn(
-                    [trajectories[i] for i in kept], [scores[i] for i in kept], timing
+                    [trajectories[i] for i in batch.kept], [scores[i] for i in batch.kept], timing
                 )
             )
             with timed(timing, "update_weights"):
@@ -328,6 +315,79 @@ class Trainer(TrainingRun):
         metrics["perf/throughput"] = generated / max(timing["timing_s/gen"], 1e-9)
         return metrics
 
+    def _collect(
+        self,
+        step: int,
+        sampling: SamplingParams,
+        max_turns: int,
+        timing: dict[str, float],
+        progress: Progress | None,
+        bar: Any,
+    ) -> StepBatch:
+        """Play groups until the step has `batch_tasks` groups to train on.
+
+        Without dynamic sampling that is one round. With it (DAPO), groups whose rewards do
+        not differ are set aside and new tasks are drawn, up to `max_num_gen_batches` rounds;
+        surplus informative groups of the last round are not trained on.
+        """
+        config = self.config
+        wanted = config.data.batch_tasks
+        dynamic = config.algorithm.filter_groups
+        batch = StepBatch()
+        while True:
+            batch.rounds += 1
+            slots = self.take_tasks(wanted)
+            requests = [
+                EpisodeRequest(
+                    task,
+                    group_id=f"{step}:{slot}:{task}",
+                    sample=sample,
+                    seed=derive_seed(config.run.seed, "train", slot),
+                )
+                for slot, task in slots
+                for sample in range(config.data.group_size)
+            ]
+            if progress is not None:
+                round_note = f" (round {batch.rounds})" if batch.rounds > 1 else ""
+                progress.update(
+                    bar, status=f"step {step}: playing {len(requests)} episodes{round_note}"
+                )
+            with timed(timing, "gen"):
+                trajectories, engine_stats = self._rollout(requests, sampling, max_turns)
+            with timed(timing, "reward"):
+                scores, reward_extra = self._score(trajectories)
+            batch.add(trajectories, scores, engine_stats, reward_extra)
+            groups, dropped = self._trainable_groups(batch)
+            informative = [g for g in groups if len({batch.scores[i] for i in g}) > 1]
+            batch.informative_groups = len(informative)
+            if not dynamic.enabled:
+                batch.select(groups, dropped=dropped, filtered=0)
+                return batch
+            if len(informative) >= wanted or batch.rounds >= dynamic.max_num_gen_batches:
+                batch.select(
+                    informative[:wanted],
+                    dropped=dropped,
+                    filtered=len(groups) - len(informative),
+                )
+                return batch
+
+    def _trainable_groups(self, batch: StepBatch) -> tuple[list[list[int]], int]:
+        """Groups (episode indices) that can be trained on, and how many were dropped:
+        env-error episodes are removed, and a group left with fewer than two episodes has no
+        baseline when the estimator's baseline is the group, so it is dropped."""
+        members: dict[str, list[int]] = {}
+        for index, trajectory in enumerate(batch.trajectories):
+            group = members.setdefault(trajectory.group_id, [])
+            if trajectory.finish_reason != "env_error":
+                group.append(index)
+        needs_peers = (
+            self.config.algorithm.adv_estimator in GROUP_BASELINE_ESTIMATORS
+            and self.config.data.group_size > 1
+        )
+        groups = list(members.values())
+        survivors = [g for g in groups if len(g) >= 2 or (g and not needs_peers)]
+        return survivors, len(groups) - len(survivors)
+
     def _score(self, trajectories: list[Trajectory]) -> tuple[list[float], dict[str, float]]:
         if self.reward_fn is None:
             return [t.reward if t.reward is not None else 0.0 for t in trajectories], {}
@@ -342,24 +402,6 @@ class Trainer(TrainingRun):
             for key, value in scored.extra.items():
                 extras.setdefault(f"reward_extra/{key}", []).append(value)
         return scores, {key: fmean(values) for key, values in extras.items()}
-
-    def _filter_groups(
-        self, trajectories: list[Trajectory], scores: list[float], usable: list[int]
-    ) -> tuple[list[int], int]:
-        if not self.config.algorithm.filter_groups.enabled:
-            return usable, 0
-        groups: dict[str, list[int]] = {}
-        for index in usable:
-            groups.setdefault(trajectories[index].group_id, []).append(index)
-        kept = [
-            i
-            for members in groups.values()
-            if len({scores[m] for m in members}) > 1
-            for i in members
-        ]
-        return sorted(kept), sum(
-            1 for members in groups.values() if len({scores[m] for m in members}) <= 1
-        )
 
     def _rollout_metrics(
         self,

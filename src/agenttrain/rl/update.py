@@ -97,6 +97,9 @@ class PolicyUpdate:
                 else:
                     old = [torch.tensor(t.logprobs) for t in episodes]
             old_logprobs = pad_responses(old, width)
+        rollout_logprobs = pad_responses([t.logprobs for t in episodes], width)
+        if old_logprobs is not None:
+            metrics.update(rollout_probs_diff([(rollout_logprobs, old_logprobs, mask)]))
         ref_logprobs = None
         if kl.use_kl_loss or kl.in_reward:
             with timed(timing, "ref"):
@@ -123,12 +126,22 @@ class PolicyUpdate:
                 epsilon=config.algorithm.epsilon,
                 norm_by_std=config.algorithm.norm_adv_by_std,
                 gamma=config.algorithm.gamma,
+                carry_return=config.algorithm.carry_return_across_turns,
             )
         token_advantages = advantages[mask.bool()]
         if len(token_advantages):
             metrics.update(stats("critic/advantages", token_advantages.tolist()))
         with timed(timing, "update_actor"):
-            metrics.update(self._update(episodes, mask, old_logprobs, ref_logprobs, advantages))
+            metrics.update(
+                self._update(
+                    episodes,
+                    mask,
+                    old_logprobs,
+                    ref_logprobs,
+                    advantages,
+                    None if old_logprobs is not None else rollout_logprobs,
+                )
+            )
         return metrics
 
     def _update(
@@ -138,9 +151,16 @@ class PolicyUpdate:
         old_logprobs: torch.Tensor | None,
         ref_logprobs: torch.Tensor | None,
         advantages: torch.Tensor,
+        rollout_logprobs: torch.Tensor | None,
     ) -> dict[str, float]:
-        """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches."""
+        """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches.
+
+        `rollout_logprobs` is given when the old log-probs come from the update's own forward
+        pass (one epoch, one mini-batch): the rollout-vs-training comparison is made there.
+        """
         actor, kl = self.config.actor, self.config.algorithm.kl
+        scale_factor = actor.loss_scale_factor or self.config.rollout.max_context
+        compared: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         temperature = self.config.sampling.temperature
         size = actor.mini_batch_episodes or len(episodes)
         lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
@@ -152,13 +172,13 @@ class PolicyUpdate:
                 totals = Totals(
                     tokens=int(sub_mask.sum()),
                     sequences=int((sub_mask.sum(-1) > 0).sum()),
-                    norm_length=mask.shape[1],
+                    loss_scale_factor=scale_factor,
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 sums: dict[str, float] = {}
                 for micro in micro_batches([lengths[i] for i in indices], actor.micro_batch_tokens):
                     rows = [indices[i] for i in micro]
-                    parts = self._micro_step(
+                    parts, logprobs = self._micro_step(
                         episodes,
                         rows,
                         mask,
@@ -168,6 +188,11 @@ class PolicyUpdate:
                         totals,
                         temperature,
                     )
+                    if rollout_logprobs is not None:
+                        width = logprobs.shape[1]
+                        compared.append(
+                            (rollout_logprobs[rows, :width], logprobs, mask[rows, :width])
+                        )
                     for key, value in parts.items():
                         sums[key] = sums.get(key, 0.0) + value
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, actor.grad_clip))
@@ -179,6 +204,8 @@ class PolicyUpdate:
                 for key, value in sums.items():
                     history.setdefault(key, []).append(value)
         metrics = {key: fmean(values) for key, values in history.items()}
+        if compared:
+            metrics.update(rollout_probs_diff(compared))
         if kl.use_kl_loss:
             metrics["actor/kl_coef"] = kl.coef
         return metrics
@@ -193,8 +220,9 @@ class PolicyUpdate:
         advantages: torch.Tensor,
         totals: Totals,
         temperature: float,
-    ) -> dict[str, float]:
-        """Forward and backward one micro-batch; returns its share of the step's metrics.
+    ) -> tuple[dict[str, float], torch.Tensor]:
+        """Forward and backward one micro-batch; returns its share of the step's metrics and
+        its (detached) log-probs.
 
         Losses are normalised by the mini-batch totals, so micro-batch losses add up to the
         mini-batch loss (and so do the per-token metrics, weighted by their token share).
@@ -245,4 +273,25 @@ class PolicyUpdate:
             parts["actor/kl_loss"] = float(kl_value.detach())
         loss.backward()
         parts["actor/loss"] = float(loss.detach())
-        return parts
+        return parts, logprobs.detach().cpu()
+
+
+def rollout_probs_diff(
+    pairs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+) -> dict[str, float]:
+    """|p_rollout - p_train| over model tokens (verl's `training/rollout_probs_diff_*`).
+
+    Each pair holds the rollout's log-probs, the training weights' log-probs of the same
+    tokens and the mask. A large value means generation and training disagree (another
+    precision, a tokenization mismatch, stale weights), which makes the PPO ratio wrong.
+    """
+    diffs = torch.cat(
+        [(rollout.exp() - train.exp()).abs()[mask.bool()] for rollout, train, mask in pairs]
+    )
+    if diffs.numel() == 0:
+        return {}
+    return {
+        "training/rollout_probs_diff_mean": float(diffs.mean()),
+        "training/rollout_probs_diff_max": float(diffs.max()),
+        "training/rollout_probs_diff_std": float(diffs.std()) if diffs.numel() > 1 else 0.0,
+    }

@@ -1,0 +1,48 @@
+"""The episodes one training step collected (over one or more generation rounds), and which
+of them it trains on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agenttrain.rollout.trajectory import Trajectory
+
+
+@dataclass
+class StepBatch:
+    trajectories: list[Trajectory] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    engine_stats: dict[str, float] = field(default_factory=dict)
+    reward_extra: dict[str, float] = field(default_factory=dict)
+    rounds: int = 0
+    """Generation rounds played (more than one only with dynamic sampling)."""
+    kept: list[int] = field(default_factory=list)
+    """Indices of the episodes trained on, in play order."""
+    trained_groups: int = 0
+    informative_groups: int = 0
+    """Groups whose rewards differ (the only ones GRPO-style estimators learn from)."""
+    filtered_groups: int = 0
+    """Groups set aside by dynamic sampling for having no reward variance."""
+    dropped_groups: int = 0
+    """Groups left without a baseline by environment errors."""
+
+    def add(
+        self,
+        trajectories: list[Trajectory],
+        scores: list[float],
+        engine_stats: dict[str, float],
+        reward_extra: dict[str, float],
+    ) -> None:
+        """Append one generation round (statistics add up; reward extras keep the latest)."""
+        self.trajectories += trajectories
+        self.scores += scores
+        for key, value in engine_stats.items():
+            self.engine_stats[key] = self.engine_stats.get(key, 0.0) + value
+        self.reward_extra.update(reward_extra)
+
+    def select(self, groups: list[list[int]], *, dropped: int, filtered: int) -> None:
+        """Train on these groups."""
+        self.kept = sorted(index for group in groups for index in group)
+        self.trained_groups = len(groups)
+        self.dropped_groups = dropped
+        self.filtered_groups = filtered
