@@ -11,8 +11,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agenttrain.envs import Environment, get_spec, make_env
-from agenttrain.serving.client import EnvServerPool
+from agenttrain.envs import Environment, get_spec
+from agenttrain.envs.source import EnvSource
 
 QUIT_WORDS = (":q", ":quit", "quit", "exit")
 
@@ -22,19 +22,12 @@ async def open_environment(
     env_name: str, servers: Sequence[str] = (), token: str | None = None
 ) -> AsyncIterator[Environment]:
     """An in-process environment, or a session on the given servers; closed on exit."""
-    if not servers:
-        env = make_env(env_name)
+    async with EnvSource(env_name, servers=servers, token=token) as source:
+        env = source.environment()
         try:
             yield env
         finally:
             await env.close()
-        return
-    async with EnvServerPool(env_name, servers, token=token) as pool:
-        remote = pool.environment()
-        try:
-            yield remote
-        finally:
-            await remote.close()
 
 
 async def play(

@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agenttrain.envs import get_spec
+from agenttrain.envs.source import EnvSource
 from agenttrain.envs.textcraft.oracle import OracleEpisode, play_episode
-from agenttrain.serving.client import EnvServerPool
 from agenttrain.serving.launch import running_servers
 
 
@@ -26,11 +26,10 @@ async def oracle_selfplay(
     """Play every task with the oracle over the servers, `concurrency` episodes at a time."""
     bar = progress.add_task("oracle episodes", total=len(task_ids))
     slots = asyncio.Semaphore(concurrency)
-    async with EnvServerPool("textcraft", urls) as pool:
-        await pool.verify()
+    async with EnvSource("textcraft", servers=urls) as source:
 
         async def one(task_id: int) -> OracleEpisode:
-            async with slots, pool.environment() as env:
+            async with slots, source.environment() as env:
                 episode = await play_episode(env, task_id)
             progress.advance(bar)
             return episode

@@ -27,14 +27,14 @@ from rich.progress import (
 )
 
 from agenttrain.agent.formats import get_format
-from agenttrain.envs import get_spec, make_env
+from agenttrain.envs import get_spec
+from agenttrain.envs.source import EnvSource
 from agenttrain.eval.metrics import summarize
 from agenttrain.policy.base import SamplingParams, TokenPolicy
 from agenttrain.policy.loader import load_policy
 from agenttrain.policy.models import resolve
 from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig, RolloutEngine
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
-from agenttrain.serving.client import EnvServerPool
 
 
 class EvalConfig(BaseModel):
@@ -50,6 +50,8 @@ class EvalConfig(BaseModel):
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Constructor arguments of the in-process environment."""
     servers: list[str] = Field(default_factory=list)
     token: str | None = None
     device: str = "cpu"
@@ -160,16 +162,30 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelRe
     models = expand_models(config.models)
     for model in models:  # fail on a typo before spending an hour on the first model
         resolve(model)
-    config.out.mkdir(parents=True, exist_ok=True)
-    (config.out / "config.json").write_text(config.model_dump_json(indent=2))
-    results = []
-    for model in models:
-        console.print(
-            f"[bold]{model}[/]: {len(tasks)} {spec.display_name} tasks × "
-            f"{config.n} samples × {len(config.seeds)} seeds = {len(requests)} episodes"
-        )
-        results.append(_evaluate_model(config, model, requests, console))
-        gc.collect()
+    envs = EnvSource(
+        config.env,
+        kwargs=config.env_kwargs,
+        servers=config.servers,
+        token=config.token,
+        timeout_s=config.rollout.env_timeout_s,
+    )
+    loop = asyncio.new_event_loop()  # one loop, so one HTTP pool serves every model
+    try:
+        loop.run_until_complete(envs.open(tasks))  # wrong or incomplete servers fail here
+        config.out.mkdir(parents=True, exist_ok=True)
+        (config.out / "config.json").write_text(config.model_dump_json(indent=2))
+        results = []
+        for model in models:
+            console.print(
+                f"[bold]{model}[/]: {len(tasks)} {spec.display_name} tasks × "
+                f"{config.n} samples × {len(config.seeds)} seeds = {len(requests)} episodes "
+                f"({envs.describe()})"
+            )
+            results.append(_evaluate_model(config, envs, loop, model, requests, console))
+            gc.collect()
+    finally:
+        loop.run_until_complete(envs.aclose())
+        loop.close()
     (config.out / "summary.json").write_text(
         json.dumps({r.model: r.summary for r in results}, indent=2)
     )
@@ -177,7 +193,12 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelRe
 
 
 def _evaluate_model(
-    config: EvalConfig, model: str, requests: list[EpisodeRequest], console: Console
+    config: EvalConfig,
+    envs: EnvSource,
+    loop: asyncio.AbstractEventLoop,
+    model: str,
+    requests: list[EpisodeRequest],
+    console: Console,
 ) -> ModelResult:
     spec = get_spec(config.env)
     action_format = get_format(config.rollout.action_format, config.env)
@@ -219,10 +240,8 @@ def _evaluate_model(
             speed = f"{tokens / elapsed:.0f} tok/s" if tokens else ""
             progress.update(bar, advance=1, solved=solved, speed=speed)
 
-        engine = RolloutEngine(
-            policy, spec, lambda: make_env(config.env), config.rollout, sampling, on_episode
-        )
-        trajectories = asyncio.run(_run(engine, config, requests))
+        engine = RolloutEngine(policy, spec, envs.environment, config.rollout, sampling, on_episode)
+        trajectories = loop.run_until_complete(_run(engine, requests))
     wall = time.perf_counter() - started
     folder = config.out / slug(model)
     episodes = folder / "episodes.jsonl"
@@ -243,16 +262,9 @@ def _evaluate_model(
     return ModelResult(model, summary, episodes, wall)
 
 
-async def _run(
-    engine: RolloutEngine, config: EvalConfig, requests: list[EpisodeRequest]
-) -> list[Trajectory]:
+async def _run(engine: RolloutEngine, requests: list[EpisodeRequest]) -> list[Trajectory]:
     try:
-        if not config.servers:
-            return await engine.run(requests)
-        async with EnvServerPool(config.env, config.servers, token=config.token) as pool:
-            await pool.verify()
-            engine.env_factory = pool.environment
-            return await engine.run(requests)
+        return await engine.run(requests)
     finally:
         closer = getattr(engine.policy, "aclose", None)  # e.g. the OpenAI policy's HTTP session
         if closer is not None:
