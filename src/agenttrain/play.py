@@ -13,6 +13,7 @@ from rich.text import Text
 
 from agenttrain.envs import Environment, get_spec
 from agenttrain.envs.source import EnvSource
+from agenttrain.rollout.engine import RolloutConfig
 
 QUIT_WORDS = (":q", ":quit", "quit", "exit")
 
@@ -44,7 +45,7 @@ async def play(
     console = console or Console()
     read = read_action or console.input
     spec = get_spec(env_name)
-    limit = max_turns or spec.default_max_turns
+    limit = RolloutConfig(max_turns=max_turns).turn_limit(spec)
     async with open_environment(env_name, servers, token) as env:
         first = await env.reset(task_id)
         where = servers[0] if servers else "in-process"

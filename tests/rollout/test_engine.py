@@ -287,3 +287,13 @@ def test_trajectories_round_trip_through_jsonl(tmp_path, tiny_model, tokenizer):
     path = tmp_path / "episodes.jsonl"
     assert write_jsonl(path, trajectories) == 2
     assert list(read_jsonl(path)) == trajectories
+
+
+def test_an_episode_request_can_set_its_own_turn_limit(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    requests = [EpisodeRequest(0, "a"), EpisodeRequest(1, "b", max_turns=1)]
+    _, (default, limited) = run(
+        policy, requests, max_turns=3, max_new_tokens=4, max_format_errors=10
+    )
+    assert (default.num_turns, default.finish_reason) == (3, "max_turns")
+    assert (limited.num_turns, limited.finish_reason) == (1, "max_turns")

@@ -254,10 +254,11 @@ class Trainer(TrainingRun):
         return [(slot, self.task_at(slot)) for slot in range(start, start + count)]
 
     def _rollout(
-        self, requests: list[EpisodeRequest], sampling: SamplingParams, max_turns: int
+        self, requests: list[EpisodeRequest], sampling: SamplingParams
     ) -> tuple[list[Trajectory], dict[str, float]]:
-        rollout = self.config.rollout.model_copy(update={"max_turns": max_turns})
-        engine = RolloutEngine(self.policy, self.spec, self.envs.environment, rollout, sampling)
+        engine = RolloutEngine(
+            self.policy, self.spec, self.envs.environment, self.config.rollout, sampling
+        )
         trajectories = self.loop.run_until_complete(engine.run(requests))
         return trajectories, dict(engine.stats)
 
@@ -270,8 +271,9 @@ class Trainer(TrainingRun):
             "training/global_step": step,
             "training/epoch": self.tasks_consumed // len(self.train_tasks),
         }
-        default_turns = config.rollout.max_turns or self.spec.default_max_turns
-        max_turns = max_turns_at(step, config.algorithm.max_turns_schedule, default_turns)
+        max_turns = max_turns_at(
+            step, config.algorithm.max_turns_schedule, config.rollout.turn_limit(self.spec)
+        )
         sampling = SamplingParams(
             temperature=config.sampling.temperature,
             top_p=config.sampling.top_p,
@@ -343,6 +345,7 @@ class Trainer(TrainingRun):
                     group_id=f"{step}:{slot}:{task}",
                     sample=sample,
                     seed=derive_seed(config.run.seed, "train", slot),
+                    max_turns=max_turns,
                 )
                 for slot, task in slots
                 for sample in range(config.data.group_size)
@@ -353,7 +356,7 @@ class Trainer(TrainingRun):
                     bar, status=f"step {step}: playing {len(requests)} episodes{round_note}"
                 )
             with timed(timing, "gen"):
-                trajectories, engine_stats = self._rollout(requests, sampling, max_turns)
+                trajectories, engine_stats = self._rollout(requests, sampling)
             with timed(timing, "reward"):
                 scores, reward_extra = self._score(trajectories)
             batch.add(trajectories, scores, engine_stats, reward_extra)
@@ -451,10 +454,9 @@ class Trainer(TrainingRun):
             for task in self.val_tasks
             for sample in range(config.val_n)
         ]
-        default_turns = self.config.rollout.max_turns or self.spec.default_max_turns
         self.model.eval()
         try:
-            trajectories, _ = self._rollout(requests, sampling, default_turns)
+            trajectories, _ = self._rollout(requests, sampling)
         finally:
             self.model.train()
         if self.config.trainer.save_trajectories:

@@ -56,6 +56,11 @@ class RolloutConfig(BaseModel):
     max_in_flight: int = Field(32, ge=1, description="episodes played at once")
     batch_wait_s: float = Field(0.02, ge=0, description="wait for stragglers before generating")
 
+    def turn_limit(self, spec: EnvSpec) -> int:
+        """The turn limit of an episode that sets none: this config's, else the environment's.
+        The one place the default is resolved."""
+        return self.max_turns or spec.default_max_turns
+
 
 @dataclass(frozen=True)
 class EpisodeRequest:
@@ -63,6 +68,8 @@ class EpisodeRequest:
     group_id: str
     sample: int = 0
     seed: int = 0
+    max_turns: int | None = None
+    """This episode's turn limit (e.g. a curriculum's); None: `RolloutConfig.turn_limit`."""
 
 
 def derive_seed(*parts: Any) -> int:
@@ -88,7 +95,7 @@ class RolloutEngine:
         self.sampling = sampling
         self.on_episode = on_episode
         self.format: ActionFormat = get_format(config.action_format, spec.name)
-        self.max_turns = config.max_turns or spec.default_max_turns
+        self.max_turns = config.turn_limit(spec)
         self.tokens = isinstance(policy, TokenPolicy)
         self.template = getattr(policy, "template", None) if self.tokens else None
         self.start = conversation_start(spec, self.format, config.prompt_style)
@@ -157,8 +164,9 @@ class RolloutEngine:
         if self.template is not None:
             trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages)
         consecutive_errors, last_reward, total_reward = 0, 0.0, 0.0
+        turn_limit = request.max_turns or self.max_turns
         while True:
-            if trajectory.num_turns >= self.max_turns:
+            if trajectory.num_turns >= turn_limit:
                 return self._finish(trajectory, "max_turns", last_reward, total_reward)
             reply, new_tokens = await self._model_turn(trajectory)
             if reply is None:
