@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 
+import pytest
 import torch
 
 from agenttrain.agent.formats import get_format
@@ -14,6 +15,8 @@ from agenttrain.policy.loader import load_policy
 from agenttrain.rollout import EpisodeRequest, RolloutConfig, RolloutEngine
 from agenttrain.serving.client import EnvServerPool
 from support import health
+
+pytestmark = pytest.mark.slow  # the real model plays through a server
 
 
 def test_smollm2_plays_two_textcraft_tasks_through_the_server(textcraft_url):

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agenttrain.config import load
 from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.trainer import Trainer
 from agenttrain.run.tracking import read_metrics
+
+pytestmark = pytest.mark.slow  # trains the real model for minutes
 
 RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
 

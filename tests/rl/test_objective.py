@@ -76,6 +76,7 @@ def test_kl_reference_is_the_starting_adapter_not_the_base_model(sft_adapter, tm
     assert rows[0]["actor/kl_loss"] == pytest.approx(0.0, abs=1e-6)
 
 
+@pytest.mark.slow  # three runs
 def test_full_fine_tuning_kl_after_resume_matches_an_uninterrupted_run(tiny_model_dir, tmp_path):
     settings = (
         "model.lora.enabled=false",

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from agenttrain.run.tracking import read_metrics
 
 RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
@@ -48,6 +50,7 @@ def wait_for(path: Path, process: subprocess.Popen, timeout_s: float = 300) -> N
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # two training processes
 def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_metrics(tiny_model_dir, tmp_path):
     straight = tmp_path / "straight"
     subprocess.run(command(tiny_model_dir, straight), check=True, capture_output=True, timeout=600)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
@@ -33,6 +34,7 @@ def recipe(demos, model, out, *overrides) -> SFTConfig:
     )
 
 
+@pytest.mark.slow  # real model, 40 s
 def test_sft_on_a_handful_of_demos_drives_the_loss_down(demos_file, smollm2_dir, tmp_path):
     """The real SmolLM2, LoRA, 6 demonstrations, 4 epochs of 1 step each."""
     config = recipe(
