@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec, make_env
 from agenttrain.policy.base import ChatMessage, PolicyError, SamplingParams
+from agenttrain.policy.chat_adapter import ChatPolicyAdapter
 from agenttrain.policy.models import EMBEDDED, resolve
 from agenttrain.policy.openai import OpenAIChatPolicy
 from agenttrain.rollout import EpisodeRequest, RolloutConfig, RolloutEngine
@@ -59,7 +60,8 @@ def test_an_openai_compatible_model_plays_episodes(monkeypatch):
     app = fake_openai_endpoint(replies, fail_first=1)
     monkeypatch.setenv("TEST_KEY", "sk-test")
     with serve_in_thread(app) as url:
-        policy = OpenAIChatPolicy("gpt-test", base_url=f"{url}/v1", api_key_env="TEST_KEY")
+        backend = OpenAIChatPolicy("gpt-test", base_url=f"{url}/v1", api_key_env="TEST_KEY")
+        policy = ChatPolicyAdapter(backend)
         engine = RolloutEngine(
             policy,
             get_spec("textcraft"),
@@ -67,15 +69,12 @@ def test_an_openai_compatible_model_plays_episodes(monkeypatch):
             RolloutConfig(),
             SamplingParams(temperature=0.3, max_new_tokens=64),
         )
-
-        async def play():
-            try:
-                return await engine.run([EpisodeRequest(12, "g")])
-            finally:
-                await policy.aclose()
-
-        [trajectory] = asyncio.run(play())
-    assert trajectory.success and trajectory.num_turns == 2
+        # Two runs in two event loops: the backend's HTTP session lives in the adapter's own
+        # loop, so it survives the first run's loop closing.
+        [first] = asyncio.run(engine.run([EpisodeRequest(12, "g")]))
+        [trajectory] = asyncio.run(engine.run([EpisodeRequest(12, "h")]))
+        asyncio.run(policy.aclose())
+    assert first.success and trajectory.success and trajectory.num_turns == 2
     assert trajectory.model == "openai:gpt-test" and trajectory.prompt_ids == []
     authorization, body = app.state.requests[-1]
     assert authorization == "Bearer sk-test"
@@ -84,7 +83,7 @@ def test_an_openai_compatible_model_plays_episodes(monkeypatch):
         body["messages"][0]["role"] == "user"
         and "crafting recipes" in body["messages"][0]["content"]
     )
-    assert len(app.state.requests) == 3  # the 429 was retried
+    assert len(app.state.requests) == 5  # four turns, and the 429 was retried
 
 
 def test_an_unreachable_endpoint_is_a_clear_error():

@@ -144,3 +144,19 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     (tmp_path / "broken.jsonl").write_text("{not json\n")
     with pytest.raises(DataError, match=r"broken\.jsonl:1"):
         list(read_conversations(tmp_path / "broken.jsonl"))
+
+
+def test_a_reply_cut_off_by_the_token_limit_does_not_train_its_end_of_turn(
+    tmp_path, demos_file, tokenizer
+):
+    record = json.loads(demos_file.read_text().splitlines()[0])
+    assert len(record["turns"]) >= 2
+    record["turns"][0]["cut_off"] = True  # as the engine marks a reply that hit max_new_tokens
+    path = write(tmp_path / "cut.jsonl", [record])
+    template = ChatTemplate(tokenizer)
+    example = tokenize(next(read_conversations(path)), template, max_length=8192)
+    spans = trained_text(example, tokenizer)
+    actions = [m["content"] for m in record["messages"] if m["role"] == "assistant"][1:]
+    # As in RL, where the template closes a cut-off turn with mask 0: the first reply is
+    # trained without its end-of-turn token, the later ones with it.
+    assert spans == [actions[0]] + [reply + END for reply in actions[1:]]

@@ -130,3 +130,22 @@ def test_bad_config_keys_name_the_key(tmp_path):
     result = runner.invoke(app, ["sft", str(RECIPE), "optim.learning_rate=1"])
     assert result.exit_code == 2
     assert "learning_rate" in result.output
+
+
+def test_a_step_with_a_non_finite_gradient_is_skipped(demos_file, tiny_model_dir, tmp_path):
+    import torch
+
+    trainer = SFTTrainer(recipe(demos_file, tiny_model_dir, tmp_path / "run", "data.limit=4"))
+    poisoned = next(p for n, p in trainer.model.named_parameters() if "lora_B" in n)
+    with torch.no_grad():
+        poisoned.fill_(float("nan"))
+    others = {
+        n: p.detach().clone()
+        for n, p in trainer.model.named_parameters()
+        if p.requires_grad and p is not poisoned
+    }
+    metrics = trainer.train_step(1)
+    assert metrics["train/skipped_updates"] == 1.0
+    for name, parameter in trainer.model.named_parameters():
+        if name in others:  # untouched, not turned into NaN by the optimizer
+            assert torch.equal(parameter, others[name]), name

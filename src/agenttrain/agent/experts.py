@@ -18,7 +18,7 @@ from agenttrain.policy.base import ChatMessage, PolicyError, SamplingParams, Tex
 
 
 class OracleExpert:
-    """The oracle of `env` (its spec, or its registered name) as a `TextPolicy`."""
+    """The oracle of `env` (its spec, or its registered name) as a chat backend (`ChatBackend`)."""
 
     def __init__(self, env: EnvSpec | str, action_format: ActionFormat) -> None:
         spec = get_spec(env) if isinstance(env, str) else env

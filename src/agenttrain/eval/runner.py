@@ -30,7 +30,7 @@ from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec
 from agenttrain.envs.source import EnvSource
 from agenttrain.eval.metrics import summarize
-from agenttrain.policy.base import SamplingParams, TokenPolicy
+from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.loader import load_policy
 from agenttrain.policy.models import resolve
 from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig, RolloutEngine
@@ -255,7 +255,7 @@ def _evaluate_model(
         wall_s=round(wall, 2),
         generate_s=round(engine.stats["generate_s"], 2),
         tokens_per_s=round(summary["generated_tokens"] / generate_s, 1)
-        if isinstance(policy, TokenPolicy)
+        if policy.template is not None
         else None,
     )
     (folder / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -1,23 +1,24 @@
-"""Policies: token-in-token-out (Hugging Face, vLLM) and text-only (OpenAI-compatible, oracle)."""
+"""Policies: one token-level interface (Hugging Face, vLLM), chat-only backends (OpenAI-compatible,
+oracle) behind it through `ChatPolicyAdapter`."""
 
 from agenttrain.policy.base import (
+    ChatBackend,
     ChatMessage,
     Generation,
     GenerationRequest,
+    Policy,
     PolicyError,
     SamplingParams,
     TextGeneration,
-    TextPolicy,
-    TokenPolicy,
 )
 
 __all__ = [
+    "ChatBackend",
     "ChatMessage",
     "Generation",
     "GenerationRequest",
+    "Policy",
     "PolicyError",
     "SamplingParams",
     "TextGeneration",
-    "TextPolicy",
-    "TokenPolicy",
 ]

@@ -1,9 +1,12 @@
-"""What a policy is: token ids in, sampled token ids and their log-probabilities out.
+"""What a policy is: one token-level call every backend implements.
 
-Token ids are the unit of exchange (`TokenPolicy`): the rollout engine never decodes model
-output to re-encode it for training. Policies that only speak text (an OpenAI-compatible
-API, an environment's oracle) implement `TextPolicy`; episodes they play carry text only and
-serve evaluation and demonstration collection, not RL updates.
+`Policy.generate` takes a batch of requests (prompt token ids, plus the conversation as text)
+and returns sampled token ids with their log-probabilities. The engine calls nothing else, so
+Hugging Face, vLLM and any future backend are interchangeable, and RL trains on exactly the
+tokens that were sampled. Backends that only speak text (an OpenAI-compatible chat API, an
+environment's oracle) implement the small `ChatBackend` and are put behind the same call by
+`ChatPolicyAdapter`: they answer from the conversation and return text with no token ids
+(`template` None), which serves evaluation and demonstrations, not RL updates.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ class SamplingParams(BaseModel):
 
 
 @dataclass
+class ChatMessage:
+    role: str
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass
 class GenerationRequest:
     """One prompt to continue. `key` names the episode so a policy can reuse its cache."""
 
@@ -37,6 +49,8 @@ class GenerationRequest:
     """Overrides `SamplingParams.max_new_tokens` for this request (e.g. near the context limit)."""
     seed: int | None = None
     """Seeds this request's own sampler, so its tokens do not depend on the batch it lands in."""
+    messages: Sequence[ChatMessage] = ()
+    """The same conversation as chat messages, for backends that only speak text."""
 
 
 @dataclass
@@ -46,15 +60,8 @@ class Generation:
     """Log-probability of each sampled token under the temperature-scaled distribution."""
     finish_reason: Literal["stop", "length"]
     """`stop`: ended with an end-of-turn token (included in `token_ids`); `length`: cut off."""
-
-
-@dataclass
-class ChatMessage:
-    role: str
-    content: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+    text: str | None = None
+    """The reply as text, from backends without token ids (else decoded from `token_ids`)."""
 
 
 @dataclass
@@ -65,17 +72,19 @@ class TextGeneration:
 
 
 @runtime_checkable
-class TokenPolicy(Protocol):
-    """A policy over token ids (Hugging Face, vLLM): what RL trains."""
+class Policy(Protocol):
+    """The one interface the rollout engine uses (verl's agent-loop call, batched)."""
 
     name: str
-    tokenizer: Any
     max_context: int
+    template: Any
+    """The `ChatTemplate` that turns messages into prompt ids; None for text-only backends,
+    whose episodes carry text and no token ids."""
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingParams
     ) -> list[Generation]:
-        """Continue every prompt in one batch; blocking (the engine runs it in a thread)."""
+        """Continue every request in one batch; blocking (the engine runs it in a thread)."""
         ...
 
     def release(self, key: str) -> None:
@@ -84,8 +93,8 @@ class TokenPolicy(Protocol):
 
 
 @runtime_checkable
-class TextPolicy(Protocol):
-    """A policy over chat messages (OpenAI-compatible APIs, oracles): evaluation and demos."""
+class ChatBackend(Protocol):
+    """A backend that only speaks chat messages (OpenAI-compatible APIs, oracles)."""
 
     name: str
 

@@ -6,7 +6,8 @@ from typing import Literal
 
 from agenttrain.agent.experts import OracleExpert
 from agenttrain.agent.formats import ActionFormat
-from agenttrain.policy.base import PolicyError, TextPolicy, TokenPolicy
+from agenttrain.policy.base import Policy, PolicyError
+from agenttrain.policy.chat_adapter import ChatPolicyAdapter
 from agenttrain.policy.models import load_hf, resolve
 
 Backend = Literal["hf", "vllm", "openai"]
@@ -23,15 +24,18 @@ def load_policy(
     system_prompt: str | None = None,
     max_context: int | None = None,
     openai_base_url: str | None = None,
-) -> TokenPolicy | TextPolicy:
-    """The policy `spec` names (see `policy.models`), served by `backend`."""
+) -> Policy:
+    """The policy `spec` names (see `policy.models`), served by `backend`; chat-only
+    backends (the oracle, OpenAI-compatible chat APIs) behind `ChatPolicyAdapter`."""
     model = resolve(spec)
     if model.kind == "oracle":
-        return OracleExpert(env, action_format)
+        return ChatPolicyAdapter(OracleExpert(env, action_format))
     if model.kind == "openai" or backend == "openai":
         from agenttrain.policy.openai import OpenAIChatPolicy
 
-        return OpenAIChatPolicy(model.remote_model or spec, base_url=openai_base_url)
+        return ChatPolicyAdapter(
+            OpenAIChatPolicy(model.remote_model or spec, base_url=openai_base_url)
+        )
     if backend == "vllm":
         from agenttrain.policy.vllm import VLLMPolicy
 

@@ -32,9 +32,8 @@ from agenttrain.policy.base import (
     ChatMessage,
     Generation,
     GenerationRequest,
+    Policy,
     SamplingParams,
-    TextPolicy,
-    TokenPolicy,
 )
 from agenttrain.rollout.trajectory import FinishReason, Trajectory, Turn
 
@@ -81,7 +80,7 @@ def derive_seed(*parts: Any) -> int:
 class RolloutEngine:
     def __init__(
         self,
-        policy: TokenPolicy | TextPolicy,
+        policy: Policy,
         spec: EnvSpec,
         env_factory: Callable[[], Environment],
         config: RolloutConfig,
@@ -96,8 +95,8 @@ class RolloutEngine:
         self.on_episode = on_episode
         self.format: ActionFormat = get_format(config.action_format, spec.name)
         self.max_turns = config.turn_limit(spec)
-        self.tokens = isinstance(policy, TokenPolicy)
-        self.template = getattr(policy, "template", None) if self.tokens else None
+        self.template = policy.template
+        """None for text-only backends: their episodes carry text, no token ids."""
         self.start = conversation_start(spec, self.format, config.prompt_style)
         self.stats = {"generate_s": 0.0, "generate_calls": 0, "env_s": 0.0, "generated_tokens": 0}
         self._queue: list[tuple[GenerationRequest, asyncio.Future[Generation]]] = []
@@ -108,7 +107,7 @@ class RolloutEngine:
         """Play every requested episode; results in request order."""
         self._wakeup = asyncio.Event()
         slots = asyncio.Semaphore(self.config.max_in_flight)
-        batcher = asyncio.create_task(self._batcher()) if self.tokens else None
+        batcher = asyncio.create_task(self._batcher())
 
         async def play(request: EpisodeRequest) -> Trajectory:
             async with slots:
@@ -125,8 +124,7 @@ class RolloutEngine:
         try:
             return list(await asyncio.gather(*(play(r) for r in requests)))
         finally:
-            if batcher is not None:
-                batcher.cancel()
+            batcher.cancel()
 
     # -- one episode -------------------------------------------------------------------
 
@@ -147,8 +145,7 @@ class RolloutEngine:
             await self._play(env, request, trajectory)
         finally:
             await self._close(env)
-            if self.tokens:
-                self.policy.release(trajectory.episode_id)  # type: ignore[union-attr]
+            self.policy.release(trajectory.episode_id)
             trajectory.timing["episode_s"] = round(time.perf_counter() - started, 3)
         return trajectory
 
@@ -168,14 +165,21 @@ class RolloutEngine:
         while True:
             if trajectory.num_turns >= turn_limit:
                 return self._finish(trajectory, "max_turns", last_reward, total_reward)
-            reply, new_tokens = await self._model_turn(trajectory)
+            reply, new_tokens, cut_off = await self._model_turn(trajectory)
             if reply is None:
                 return self._finish(trajectory, "context_limit", last_reward, total_reward)
             trajectory.messages.append({"role": "assistant", "content": reply})
             parsed = self.format.parse(reply)
             if parsed.action is None:
                 turn = Turn(
-                    reply, None, parsed.feedback or "", 0.0, False, parsed.format_error, new_tokens
+                    reply,
+                    None,
+                    parsed.feedback or "",
+                    0.0,
+                    False,
+                    parsed.format_error,
+                    new_tokens,
+                    cut_off,
                 )
                 consecutive_errors = consecutive_errors + 1 if parsed.format_error else 0
             else:
@@ -190,6 +194,7 @@ class RolloutEngine:
                     result.done,
                     False,
                     new_tokens,
+                    cut_off,
                 )
                 consecutive_errors = 0
                 last_reward, total_reward = result.reward, total_reward + result.reward
@@ -205,41 +210,44 @@ class RolloutEngine:
                 self._append(trajectory, delta, None)
             trajectory.messages.append({"role": "user", "content": turn.observation})
 
-    async def _model_turn(self, trajectory: Trajectory) -> tuple[str | None, int]:
-        """The model's reply (None when the context is full) and its new token count."""
-        if not self.tokens:
-            conversation = [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
-            started = time.perf_counter()
-            [answer] = await self.policy.chat([conversation], self.sampling)  # type: ignore[union-attr]
-            self.stats["generate_s"] += time.perf_counter() - started
-            return answer.text, 0
-        budget = self._room(trajectory)
-        if budget < 2:
-            return None, 0
+    async def _model_turn(self, trajectory: Trajectory) -> tuple[str | None, int, bool]:
+        """The model's reply (None when the context is full), its new token count, and
+        whether it was cut off by the token limit."""
+        conversation = [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
+        prompt_ids: list[int] = []
+        max_new_tokens = min(self.sampling.max_new_tokens, self.config.max_new_tokens)
+        if self.template is not None:
+            budget = self._room(trajectory)
+            if budget < 2:
+                return None, 0, False
+            prompt_ids = trajectory.prompt_ids + trajectory.response_ids
+            max_new_tokens = min(max_new_tokens, budget - 1)
         request = GenerationRequest(
-            prompt_ids=trajectory.prompt_ids + trajectory.response_ids,
+            prompt_ids=prompt_ids,
             key=trajectory.episode_id,
-            max_new_tokens=min(
-                self.sampling.max_new_tokens, self.config.max_new_tokens, budget - 1
-            ),
+            max_new_tokens=max_new_tokens,
             seed=derive_seed(
                 trajectory.seed, trajectory.task_id, trajectory.sample, trajectory.num_turns
             ),
+            messages=conversation,
         )
         generation = await self._generate(request)
+        cut_off = generation.finish_reason == "length"
+        if self.template is None:
+            return generation.text or "", 0, cut_off
         self._append(trajectory, generation.token_ids, generation.logprobs)
-        if generation.finish_reason == "length":
+        if cut_off:
             # Close the cut-off turn as the template would; the model did not write this.
-            self._append(trajectory, self.template.close_turn_ids(), None)  # type: ignore[union-attr]
+            self._append(trajectory, self.template.close_turn_ids(), None)
         self.stats["generated_tokens"] += len(generation.token_ids)
-        tokenizer = self.policy.tokenizer  # type: ignore[union-attr]
-        return tokenizer.decode(generation.token_ids, skip_special_tokens=True), len(
-            generation.token_ids
-        )
+        text = generation.text
+        if text is None:
+            text = self.template.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+        return text, len(generation.token_ids), cut_off
 
     def _room(self, trajectory: Trajectory) -> int:
         """Tokens left before the context limit."""
-        limit = min(self.config.max_context, self.policy.max_context)  # type: ignore[union-attr]
+        limit = min(self.config.max_context, self.policy.max_context)
         return limit - len(trajectory.prompt_ids) - len(trajectory.response_ids)
 
     @staticmethod
@@ -291,7 +299,7 @@ class RolloutEngine:
 
     async def _batcher(self) -> None:
         assert self._wakeup is not None
-        policy: TokenPolicy = self.policy  # type: ignore[assignment]
+        policy = self.policy
         limit = self.config.max_in_flight
         while True:
             await self._wakeup.wait()

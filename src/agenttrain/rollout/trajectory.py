@@ -36,6 +36,9 @@ class Turn:
     done: bool
     format_error: bool = False
     new_tokens: int = 0
+    cut_off: bool = False
+    """The reply hit the token limit: its end-of-turn token was written by the template, not
+    sampled (mask 0), so SFT does not train the model to end such a reply either."""
 
 
 @dataclass

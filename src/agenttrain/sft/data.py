@@ -34,6 +34,9 @@ class Conversation:
     env: str | None = None
     task_id: int | None = None
     """Our task id (agenttrain formats only; AgentGym's ids name other goals)."""
+    cut_off: frozenset[int] = frozenset()
+    """Indices of assistant messages cut off by the token limit during rollout: their
+    end-of-turn token was the template's, not the model's, so it carries no loss (as in RL)."""
 
     @property
     def first_observation(self) -> str | None:
@@ -57,15 +60,19 @@ def detect_format(record: dict[str, Any]) -> DataFormat:
 
 def _from_trajectory(record: dict[str, Any], source: str) -> Conversation:
     messages = [{"role": m["role"], "content": m["content"]} for m in record["messages"]]
-    turns = len(record["turns"])
+    turns = record["turns"]
     replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
-    trained = set(replies[len(replies) - turns :]) if turns else set()
+    trained = replies[len(replies) - len(turns) :] if turns else []
+    cut_off = frozenset(
+        i for i, turn in zip(trained, turns, strict=False) if turn.get("cut_off")
+    )
     return Conversation(
         messages,
-        [i in trained for i in range(len(messages))],
+        [i in set(trained) for i in range(len(messages))],
         source,
         record.get("env"),
         record.get("task_id"),
+        cut_off,
     )
 
 

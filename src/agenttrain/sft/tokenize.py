@@ -37,9 +37,12 @@ def tokenize(conversation: Conversation, template: ChatTemplate, max_length: int
     for index in range(first, last + 1):
         message = messages[index]
         if message["role"] == "assistant":
-            reply = [*template.encode(message["content"]), template.end_of_turn_id]
-            ids += reply
-            mask += [1 if trainable[index] else 0] * len(reply)
+            content = template.encode(message["content"])
+            ids += [*content, template.end_of_turn_id]
+            trained = 1 if trainable[index] else 0
+            # A reply cut off by the token limit never sampled its end-of-turn (RL masks it).
+            end_trained = 0 if index in conversation.cut_off else trained
+            mask += [trained] * len(content) + [end_trained]
         elif message["role"] == "user":
             turn = template.user_turn_ids(message["content"])
             ids += turn

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -163,14 +164,19 @@ class SFTTrainer(TrainingRun):
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum, tokens = self._loss_sums(examples, train=True)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.config.optim.grad_clip)
-        self.optimizer.step()
+        finite = bool(torch.isfinite(grad_norm))
+        if finite:  # a NaN/inf gradient would poison the weights and Adam's moments for good
+            self.optimizer.step()
         lr = self.scheduler.get_last_lr()[0]
-        self.scheduler.step()
+        with warnings.catch_warnings():  # a skipped step still advances the schedule
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+            self.scheduler.step()
         elapsed = time.perf_counter() - started
         sequence_tokens = sum(len(e.ids) for e in examples)
         return {
             "train/loss": loss_sum / max(tokens, 1),
             "train/grad_norm": float(grad_norm),
+            "train/skipped_updates": 0.0 if finite else 1.0,
             "train/lr": lr,
             "train/conversations": len(examples),
             "train/trained_tokens": tokens,
