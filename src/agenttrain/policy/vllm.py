@@ -2,7 +2,10 @@
 
 Imported lazily. Prefix caching keeps each episode's context cached across turns, as the
 HF backend's arena does. Log-probabilities are requested in vLLM's `processed_logprobs`
-mode, i.e. after temperature scaling: the same convention as the HF backend.
+mode, i.e. after its logits processors (temperature; in some vLLM versions also the top-p/top-k
+cut, renormalised). The HF backend records them before any top-p/top-k cut, so the two agree
+only with top_p=1 and top_k=0; the trainer recomputes old log-probs by default and logs the
+gap as `training/rollout_probs_diff_*` (docs/rollout.md).
 """
 
 from __future__ import annotations
