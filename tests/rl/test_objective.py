@@ -16,32 +16,15 @@ from agenttrain.envs.largest import SPEC as LARGEST
 from agenttrain.envs.registry import register
 from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.trainer import Trainer
-from agenttrain.run.tracking import read_metrics
-
-RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
-VOLATILE = ("timing_s/", "perf/")
+from rl.tiny_runs import RECIPE, train
+from rl.tiny_runs import recipe as tiny_recipe
 
 
 def recipe(model_dir, out_dir, *overrides) -> TrainConfig:
-    return load(
-        TrainConfig,
-        RECIPE,
-        [
-            f"model.path={model_dir}",
-            f"run.out_dir={out_dir}",
-            "data.batch_tasks=4",
-            "data.group_size=4",
-            "trainer.total_steps=1",
-            "trainer.test_freq=0",
-            "trainer.loggers=[jsonl]",
-            *overrides,
-        ],
+    """One step, no validation, unless overridden."""
+    return tiny_recipe(
+        model_dir, out_dir, "trainer.total_steps=1", "trainer.test_freq=0", *overrides
     )
-
-
-def train(config: TrainConfig) -> list[dict]:
-    Trainer(config).train()
-    return read_metrics(config.run.out_dir / "metrics.jsonl")
 
 
 @pytest.fixture(scope="module")

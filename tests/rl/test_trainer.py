@@ -3,49 +3,22 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from agenttrain.config import load
 from agenttrain.envs import EnvSpec, LocalEnvironment, WireProtocol
 from agenttrain.envs.largest import SPEC as LARGEST
 from agenttrain.envs.registry import register
-from agenttrain.rl.config import TrainConfig, TurnsStage
+from agenttrain.rl.config import TurnsStage
 from agenttrain.rl.curriculum import max_turns_at
 from agenttrain.rl.export import export
 from agenttrain.rl.trainer import Trainer
 from agenttrain.run import checkpoint
 from agenttrain.run.checkpoint import CheckpointError
 from agenttrain.run.tracking import read_metrics
-
-RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
-
-
-def recipe(model_dir, out_dir, *overrides) -> TrainConfig:
-    return load(
-        TrainConfig,
-        RECIPE,
-        [
-            f"model.path={model_dir}",
-            f"run.out_dir={out_dir}",
-            "data.batch_tasks=4",
-            "data.group_size=4",
-            "trainer.total_steps=2",
-            "trainer.test_freq=2",
-            "trainer.val_tasks=8",
-            "trainer.save_freq=2",
-            "trainer.loggers=[jsonl]",
-            *overrides,
-        ],
-    )
-
-
-def train(config: TrainConfig) -> list[dict]:
-    Trainer(config).train()
-    return read_metrics(config.run.out_dir / "metrics.jsonl")
+from rl.tiny_runs import recipe, train
 
 
 def test_a_run_logs_verl_metrics_and_writes_a_complete_run_folder(tiny_model_dir, tmp_path):
