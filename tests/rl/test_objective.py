@@ -193,3 +193,12 @@ def test_rollout_and_training_probabilities_are_compared_every_update(tiny_model
 def test_configs_that_cannot_learn_are_refused(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         load(TrainConfig, RECIPE, list(overrides))
+
+
+def test_training_on_test_tasks_is_refused(tiny_model_dir, tmp_path):
+    from agenttrain.serving.task_map import TaskOverlap
+
+    with pytest.raises(TaskOverlap, match="test"):
+        Trainer(recipe(tiny_model_dir, tmp_path / "run", "env.split=test"))
+    with pytest.raises(TaskOverlap, match="test textcraft tasks are also trained on"):
+        Trainer(recipe(tiny_model_dir, tmp_path / "tc", "env.name=textcraft", "env.split=test"))

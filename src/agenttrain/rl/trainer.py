@@ -55,6 +55,7 @@ from agenttrain.run.runtime import (
     step_progress,
 )
 from agenttrain.run.tracking import Tracker
+from agenttrain.serving.task_map import TaskOverlap, check_split_disjoint, local_task_table
 
 
 class Trainer(TrainingRun):
@@ -113,6 +114,7 @@ class Trainer(TrainingRun):
         )
         self.loop = asyncio.new_event_loop()
         """One event loop for the run: the environment source's HTTP pool lives in it."""
+        self._refuse_held_out_tasks()
         # A wrong, dead or incomplete server fails here, before the model is trained on nothing.
         self.loop.run_until_complete(self.envs.open([*self.train_tasks, *self.val_tasks]))
         if self.resume_from is not None:
@@ -137,6 +139,23 @@ class Trainer(TrainingRun):
         if checkpoint.is_peft(self.model) and not starts_from_adapter(self.config.model):
             return None
         return load_reference(self.config.model)
+
+    def _refuse_held_out_tasks(self) -> None:
+        """Never train on the test split's tasks: compared by task identity (TextCraft: the
+        goal) where the environment has one, since ids alone may name the same task twice."""
+        if "test" not in self.spec.splits():
+            return
+        test = self.spec.split("test")
+        if self.spec.task_key is None:
+            shared = sorted(set(self.train_tasks) & set(test))
+            if shared:
+                raise TaskOverlap(
+                    f"env.split={self.config.env.split} holds {len(shared)} {self.spec.name} "
+                    f"test tasks (e.g. {shared[:5]}); train on another split"
+                )
+            return
+        table = self.loop.run_until_complete(local_task_table(self.spec))
+        check_split_disjoint(self.train_tasks, test, table)
 
     def _lr_factor(self, step: int) -> float:
         optim = self.config.actor

@@ -63,9 +63,7 @@ def _from_trajectory(record: dict[str, Any], source: str) -> Conversation:
     turns = record["turns"]
     replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     trained = replies[len(replies) - len(turns) :] if turns else []
-    cut_off = frozenset(
-        i for i, turn in zip(trained, turns, strict=False) if turn.get("cut_off")
-    )
+    cut_off = frozenset(i for i, turn in zip(trained, turns, strict=False) if turn.get("cut_off"))
     return Conversation(
         messages,
         [i in set(trained) for i in range(len(messages))],
