@@ -97,13 +97,26 @@ def describe_errors(error: ValidationError) -> str:
     return "invalid configuration:\n  " + "\n  ".join(lines)
 
 
+def read_yaml(path: Path) -> Any:
+    """A YAML file's content; a syntax error is a ConfigError at `file:line:column`."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as problem:
+        mark = problem.problem_mark or problem.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        context = f" ({problem.context})" if problem.context else ""
+        raise ConfigError(f"{where}: {problem.problem}{context}") from None
+    except yaml.YAMLError as problem:
+        raise ConfigError(f"{path}: not valid YAML ({problem})") from None
+
+
 def load(model: type[Model], path: Path | None = None, overrides: Sequence[str] = ()) -> Model:
     """Read a YAML recipe (if any), apply overrides, validate; raise ConfigError on any problem."""
     data: dict[str, Any] = {}
     if path is not None:
         if not path.exists():
             raise ConfigError(f"no such config file: {path}")
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = read_yaml(path) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
         data = loaded

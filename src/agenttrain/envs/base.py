@@ -56,6 +56,14 @@ class EnvironmentNotReset(EnvError):
     """`step` was called before `reset`."""
 
 
+class UnknownSplit(KeyError):
+    """A split name the environment does not publish. A KeyError for callers that catch one,
+    printed as its message (KeyError's own str() would wrap it in quotes)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 @dataclass(frozen=True)
 class WireProtocol:
     """How AgentGym serves one environment over HTTP (reference: agentgym.md sections 0-1).
@@ -133,7 +141,7 @@ class EnvSpec:
         splits = self.splits()
         if name not in splits:
             allowed = ", ".join(splits) or "none (pass task ids explicitly)"
-            raise KeyError(f"{self.name} has no split {name!r}; splits: {allowed}")
+            raise UnknownSplit(f"{self.name} has no split {name!r}; splits: {allowed}")
         return splits[name]
 
 

@@ -1,0 +1,45 @@
+"""Failures speak: every mistake a new user makes gets one line naming what to fix."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from agenttrain.cli import app
+from agenttrain.config import ConfigError, load
+from agenttrain.envs import get_spec
+from agenttrain.rl.config import TrainConfig
+
+runner = CliRunner()
+WIDE = {"COLUMNS": "200"}
+
+
+def one_line(output: str) -> str:
+    return " ".join(output.split())
+
+
+@pytest.mark.parametrize("command", ["train", "sft", "recipe"])
+def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path, command):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run:\n  name: {x\n")
+    result = runner.invoke(app, [command, str(bad)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert f"error: {bad}:3:1: expected ',' or '}}'" in one_line(result.output)
+    assert "Traceback" not in result.output
+
+
+def test_the_yaml_position_points_at_the_problem(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run:\n  name: x\n   out_dir: y\n")
+    with pytest.raises(ConfigError, match=rf"^{bad}:3:11: mapping values are not allowed here"):
+        load(TrainConfig, bad)
+
+
+def test_an_unknown_split_is_named_without_stray_quotes(tmp_path):
+    with pytest.raises(KeyError) as raised:
+        get_spec("textcraft").split("tset")
+    assert str(raised.value) == "textcraft has no split 'tset'; splits: train, val, test"
+    result = runner.invoke(app, ["eval", "--split", "tset", "--out", str(tmp_path)], env=WIDE)
+    assert result.exit_code == 2
+    assert "error: textcraft has no split" in result.output
+    assert '"' not in result.output
