@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -11,6 +13,7 @@ from agenttrain.envs import get_spec
 from agenttrain.rl.config import TrainConfig
 
 runner = CliRunner()
+CONFIGS = Path(__file__).parents[1] / "configs"
 WIDE = {"COLUMNS": "200"}
 
 
@@ -43,3 +46,14 @@ def test_an_unknown_split_is_named_without_stray_quotes(tmp_path):
     assert result.exit_code == 2
     assert "error: textcraft has no split" in result.output
     assert '"' not in result.output
+
+
+@pytest.mark.parametrize("command", ["train", "sft"])
+@pytest.mark.parametrize("value", ["yes", "latest"])
+def test_a_bad_resume_value_lists_the_allowed_ones(tmp_path, command, value):
+    config = CONFIGS / ("largest_grpo.yaml" if command == "train" else "textcraft_sft.yaml")
+    result = runner.invoke(
+        app, [command, str(config), f"run.out_dir={tmp_path}", f"trainer.resume={value}"], env=WIDE
+    )
+    assert result.exit_code == 2, result.output
+    assert "allowed values are auto, never, or a checkpoint folder" in one_line(result.output)

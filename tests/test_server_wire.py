@@ -297,3 +297,25 @@ async def test_requests_to_one_session_run_one_at_a_time_even_in_worker_threads(
             )
     counts = sorted(int(r.observation) for r in results)
     assert counts == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]  # no lost update within a session
+
+
+def test_an_action_that_is_not_valid_utf8_does_not_poison_the_session(textcraft_url):
+    created = requests.post(f"{textcraft_url}/create", json={}, timeout=10).json()
+    session = created["id"]
+    # A JSON escape of a lone surrogate decodes to a str that has no UTF-8 encoding.
+    raw = '{"id": ' + str(session) + ', "action": "get \\ud800 planks"}'
+    step = requests.post(
+        f"{textcraft_url}/step",
+        data=raw,
+        headers={"content-type": "application/json"},
+        timeout=10,
+    ).json()
+    assert "error" not in step
+    assert "\ufffd" in step["observation"]
+    for path in ("observation", "detail"):
+        later = requests.get(f"{textcraft_url}/{path}?id={session}", timeout=10).json()
+        assert "error" not in later
+    step = requests.post(
+        f"{textcraft_url}/step", json={"id": session, "action": "inventory"}, timeout=10
+    ).json()
+    assert step["observation"].startswith("Inventory")

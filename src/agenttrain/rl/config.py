@@ -11,7 +11,7 @@ from agenttrain.modeling import ModelConfig
 from agenttrain.rl.kl import KLType
 from agenttrain.rl.losses import AggMode
 from agenttrain.rollout.engine import RolloutConfig
-from agenttrain.run.config import RunConfig, Section
+from agenttrain.run.config import ResumeMode, RunConfig, Section
 
 
 class EnvConfig(Section):
@@ -129,7 +129,7 @@ class TrainerConfig(Section):
     val_n: int = Field(1, ge=1)
     val_temperature: float = Field(0.0, ge=0)
     val_before_train: bool = True
-    resume: str = "auto"
+    resume: ResumeMode = "auto"
     """auto: continue from the run folder's last checkpoint if any; never; or a checkpoint path."""
     loggers: list[Literal["console", "jsonl", "tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=lambda: ["console", "jsonl", "tensorboard"]

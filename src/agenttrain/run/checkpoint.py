@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from agenttrain.run.config import RESUME_VALUES
+
 PREFIX = "step-"
 
 
@@ -111,9 +113,7 @@ def resume_point(run_dir: Path, mode: str) -> Path | None:
         return latest(run_dir)
     path = Path(mode)
     if not (path / "trainer_state.pt").exists():
-        raise CheckpointError(
-            f"trainer.resume={mode!r}: not a checkpoint folder (no trainer_state.pt)"
-        )
+        raise CheckpointError(f"trainer.resume={mode!r}: allowed values are {RESUME_VALUES}")
     return path
 
 

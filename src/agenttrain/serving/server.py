@@ -110,6 +110,13 @@ def wire_number(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
+def well_formed(text: str) -> str:
+    """`text` with lone surrogates (a JSON `\\ud800` escape decodes to one) replaced by U+FFFD.
+    Such a string cannot be encoded as UTF-8: the environment would echo it in its
+    observation and every reply carrying that observation would fail to render."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _request_model(name: str, fields: dict[str, Any]) -> type[BaseModel]:
     # Extra keys are ignored, as in AgentGym (its TextCraft client sends `minecraft_dir`).
     return create_model(name, __config__=ConfigDict(extra="ignore"), **fields)
@@ -210,7 +217,8 @@ def create_app(
 
     @app.post("/step", dependencies=guard)
     async def step(body: StepRequest) -> Response:  # type: ignore[valid-type]
-        return await _with_session(getattr(body, id_field), lambda s: _step(s, body.action))
+        action = well_formed(body.action)
+        return await _with_session(getattr(body, id_field), lambda s: _step(s, action))
 
     @app.get("/observation", dependencies=guard)
     async def observation(session_id: Annotated[int, Query(alias=id_field)]) -> Response:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from agenttrain.modeling import ModelConfig
-from agenttrain.run.config import RunConfig, Section
+from agenttrain.run.config import ResumeMode, RunConfig, Section
 from agenttrain.sft.data import DataFormat
 
 
@@ -46,7 +46,7 @@ class SFTTrainerConfig(Section):
     save_freq: int = Field(50, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
     eval_freq: int = Field(20, ge=1, description="steps between eval-loss measurements")
-    resume: str = "auto"
+    resume: ResumeMode = "auto"
     loggers: list[Literal["console", "jsonl", "tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=lambda: ["console", "jsonl", "tensorboard"]
     )
