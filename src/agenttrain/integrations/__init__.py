@@ -1,0 +1,1 @@
+"""Bridges to other training stacks (verl). Each is an optional extra, imported lazily."""

@@ -1,0 +1,253 @@
+"""verl's agent loop for agenttrain environments (verl >= 0.8; tested with 0.9.1).
+
+Registered as `agent_name: agenttrain`. Each dataset row (written by `agenttrain data --format
+verl`) names an environment and a task; one `run` plays that episode:
+
+- the conversation start comes from the row's prompt (our environment's instructions), the
+  first observation from `reset(task_id)`;
+- every model turn is one call to verl's LLM server client with one request id per episode
+  (prefix-cache affinity); the reply's tokens are merged with verl's Continuous Token helpers
+  (mask 1, with their log-probs), the action is parsed by our action format, the environment
+  is stepped under a timeout, and its answer is merged as a user message (mask 0);
+- the episode's reward (the environment's, AgentGym's convention) is `reward_score`, so verl's
+  reward loop is skipped; per-turn rewards, finish reason, format errors and env errors go to
+  `extra_fields`, which verl hands to reward functions and metrics.
+
+An environment error (a crashed or unreachable env, a timeout) is never a score: the episode's
+response mask is zeroed, so it contributes no gradient, and `extra_fields["env_error"]` is 1.
+verl's stock estimators still count its placeholder score (0) in its group's mean and std;
+see docs/verl.md.
+
+Environments are held per worker process and event loop, not per trajectory: in-process
+instances come from one `EnvSource` per environment, and HTTP sessions from that source's one
+connection pool (verl builds a new agent-loop object for every trajectory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from typing import Any
+
+from agenttrain.agent.formats import ActionFormat, get_format
+from agenttrain.envs import EnvSpec, get_spec
+from agenttrain.envs.base import Environment, StepResult
+from agenttrain.envs.source import EnvSource
+from agenttrain.integrations.verl import require_verl
+from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
+from agenttrain.rollout.trajectory import FinishReason
+
+require_verl("the agenttrain agent loop")
+
+from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
+    AgentLoopBase,
+    AgentLoopOutput,
+    register,
+)
+
+_sources: dict[tuple[int, str], EnvSource] = {}
+_source_locks: dict[tuple[int, str], asyncio.Lock] = {}
+
+
+async def environment_source(name: str, settings: LoopSettings) -> EnvSource:
+    """This worker's one `EnvSource` for `name` (per event loop), opened on first use."""
+    key = (id(asyncio.get_running_loop()), name)
+    lock = _source_locks.setdefault(key, asyncio.Lock())
+    async with lock:
+        if key not in _sources:
+            source = EnvSource(
+                name,
+                kwargs=settings.env_kwargs.get(name),
+                servers=settings.servers.get(name, ()),
+                token=settings.token,
+                timeout_s=settings.env_timeout_s,
+            )
+            await source.open()
+            _sources[key] = source
+    return _sources[key]
+
+
+def _plain(value: Any) -> Any:
+    """Hydra hands nested settings over as OmegaConf containers; make them plain Python."""
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:
+        pass
+    return value
+
+
+@register(AGENT_NAME)
+class AgentTrainAgentLoop(AgentLoopBase):
+    """One episode of an agenttrain environment per dataset row."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        ours = {
+            name: _plain(kwargs.pop(name)) for name in LoopSettings.model_fields if name in kwargs
+        }
+        super().__init__(*args, **kwargs)
+        self.settings = LoopSettings(**ours)
+        self.response_length = int(self.rollout_config.response_length)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        extra = dict(kwargs.get("extra_info") or {})
+        if "env" not in extra or "task_id" not in extra:
+            raise ValueError(
+                "agenttrain agent loop: the row's extra_info needs 'env' and 'task_id' "
+                "(write the data with `agenttrain data --format verl`)"
+            )
+        spec = get_spec(str(extra["env"]))
+        action_format = get_format(self.settings.action_format, spec)
+        source = await environment_source(spec.name, self.settings)
+        episode = _Episode(self, spec, action_format, int(extra["task_id"]), sampling_params)
+        env = source.environment()
+        started = time.perf_counter()
+        try:
+            await episode.play(env, [dict(m) for m in kwargs["raw_prompt"]])
+        finally:
+            with contextlib.suppress(Exception):  # closing must not fail a finished episode
+                await env.close()
+        return episode.output(time.perf_counter() - started)
+
+
+class _Episode:
+    """The token bookkeeping and the turn loop of one episode."""
+
+    def __init__(
+        self,
+        loop: AgentTrainAgentLoop,
+        spec: EnvSpec,
+        action_format: ActionFormat,
+        task_id: int,
+        sampling_params: dict[str, Any],
+    ) -> None:
+        self.loop = loop
+        self.spec = spec
+        self.format = action_format
+        self.task_id = task_id
+        self.sampling_params = sampling_params
+        self.settings = loop.settings
+        self.request_id = uuid.uuid4().hex
+        self.prompt_ids: list[int] = []
+        self.ids: list[int] = []
+        self.mask: list[int] = []
+        self.logprobs: list[float] = []
+        self.turn_rewards: list[float] = []
+        self.turns = 0
+        self.format_errors = 0
+        self.finish_reason: FinishReason = "max_turns"
+        self.error: str | None = None
+        self.generate_s = 0.0
+
+    async def play(self, env: Environment, messages: list[dict[str, Any]]) -> None:
+        first = await self._env_call(env.reset(self.task_id))
+        if first is None:
+            return
+        messages.append({"role": "user", "content": first.text})
+        self.prompt_ids = await self.loop.ct_build_initial_tokens(messages)
+        self.ids = list(self.prompt_ids)
+        turn_limit = self.settings.max_turns or self.spec.default_max_turns
+        consecutive_errors = 0
+        while self.turns < turn_limit:
+            budget = self.loop.response_length - len(self.mask)
+            if budget < 2:
+                self.finish_reason = "context_limit"
+                return
+            reply = await self._model_turn(budget)
+            self.turns += 1
+            parsed = self.format.parse(reply)
+            if parsed.action is None:
+                observation, reward, done = parsed.feedback or "", 0.0, False
+                self.format_errors += parsed.format_error
+                consecutive_errors = consecutive_errors + 1 if parsed.format_error else 0
+            else:
+                result: StepResult | None = await self._env_call(env.step(parsed.action))
+                if result is None:
+                    return
+                observation, reward, done = result.observation, result.reward, result.done
+                consecutive_errors = 0
+            self.turn_rewards.append(float(reward))
+            if done:
+                self.finish_reason = "done"
+                return
+            if consecutive_errors >= self.settings.max_format_errors:
+                self.finish_reason = "format_error"
+                return
+            # The reply is already in the token stream: take `previous` including it, so only
+            # the observation is new context (else the reply is re-tokenized with mask 0).
+            messages.append({"role": "assistant", "content": reply})
+            previous = list(messages)
+            messages.append({"role": "user", "content": observation})
+            merged, self.mask, self.logprobs = await self.loop.ct_merge_context_msg(
+                previous, messages, self.ids, self.mask, self.logprobs
+            )
+            self.ids = list(merged.token_ids)
+        self.finish_reason = "max_turns"
+
+    async def _model_turn(self, budget: int) -> str:
+        params = dict(self.sampling_params)
+        cap = self.settings.max_new_tokens
+        params["max_tokens"] = min(budget, cap) if cap else budget
+        started = time.perf_counter()
+        out = await self.loop.server_manager.generate(
+            request_id=self.request_id, prompt_ids=self.ids, sampling_params=params
+        )
+        self.generate_s += time.perf_counter() - started
+        merged, self.mask, self.logprobs = await self.loop.ct_merge_assistant_token(
+            self.ids, out.token_ids, self.mask, self.logprobs, assistant_logprobs=out.log_probs
+        )
+        self.ids = list(merged.token_ids)
+        return self.loop.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+
+    async def _env_call(self, call: Any) -> Any:
+        """An environment call under the timeout; a failure ends the episode as env_error."""
+        try:
+            return await asyncio.wait_for(call, self.settings.env_timeout_s)
+        except Exception as failure:  # classified and reported, never scored
+            kind = (
+                "timeout" if isinstance(failure, asyncio.TimeoutError) else type(failure).__name__
+            )
+            self.error = f"{kind}: {failure}" if str(failure) else kind
+            self.finish_reason = "env_error"
+            return None
+
+    def output(self, wall_s: float) -> AgentLoopOutput:
+        env_error = self.finish_reason == "env_error"
+        prompt_ids = self.prompt_ids
+        if not prompt_ids:  # the reset failed: a one-token placeholder verl can pad
+            prompt_ids = [self.loop.tokenizer.pad_token_id or 0]
+        response_ids = self.ids[len(self.prompt_ids) :][: self.loop.response_length]
+        mask = self.mask[: len(response_ids)]
+        if env_error:
+            mask = [0] * len(mask)  # excluded from the loss, never a score
+        if self.settings.reward == "sum":
+            reward = sum(self.turn_rewards)
+        else:
+            reward = self.turn_rewards[-1] if self.turn_rewards else 0.0
+        success = (
+            self.finish_reason == "done" and reward >= self.spec.success_reward and not env_error
+        )
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            response_mask=mask,
+            response_logprobs=self.logprobs[: len(response_ids)],
+            reward_score=0.0 if env_error else float(reward),
+            num_turns=2 * self.turns + 1,
+            metrics={"generate_sequences": self.generate_s, "tool_calls": wall_s - self.generate_s},
+            extra_fields={
+                "turn_scores": list(self.turn_rewards),
+                "tool_rewards": [],
+                "agenttrain_env": self.spec.name,
+                "agenttrain_task_id": self.task_id,
+                "finish_reason": self.finish_reason,
+                "env_error": int(env_error),
+                "env_error_message": self.error or "",
+                "format_errors": self.format_errors,
+                "success": int(success),
+            },
+        )
