@@ -415,7 +415,8 @@ def _set_up_errors() -> tuple[type[Exception], ...]:
 
 
 def _run_trainer(build: Callable[[], Any]) -> None:
-    """Build a trainer (config and set-up errors exit 2), train; exit 130 when stopped."""
+    """Build a trainer (config and set-up errors exit 2), train; exit 130 when stopped by
+    Ctrl-C, 143 by SIGTERM (after saving a checkpoint)."""
     try:
         trainer = build()
     except _set_up_errors() as problem:
@@ -423,7 +424,7 @@ def _run_trainer(build: Callable[[], Any]) -> None:
         raise typer.Exit(2) from None
     trainer.train()
     if trainer.stop_requested:
-        raise typer.Exit(130)
+        raise typer.Exit(trainer.stop.exit_code)
 
 
 @app.command()

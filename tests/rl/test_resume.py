@@ -78,7 +78,12 @@ def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_metrics(tiny_mode
     assert comparable(read_metrics(killed / "metrics.jsonl")) == expected
 
 
-def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize(
+    ("signum", "code", "name"), [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")]
+)
+def test_ctrl_c_and_sigterm_save_a_checkpoint_and_exit_cleanly(
+    tiny_model_dir, tmp_path, signum, code, name
+):
     out = tmp_path / "run"
     process = subprocess.Popen(
         command(tiny_model_dir, out, "trainer.total_steps=50", "trainer.save_freq=50"),
@@ -94,10 +99,12 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tiny_model_dir, tmp_path):
     ):
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     output, _ = process.communicate(timeout=300)
-    assert process.returncode == 130, output
-    assert "finishing this step, then saving a checkpoint" in output
+    assert process.returncode == code, output
+    assert f"{name}: finishing this step, then saving a checkpoint" in output
+    # Piped output (a cluster log) has a plain line per step, not a bar drawn at the end.
+    assert "training 1/50 · reward " in output
     steps = [row["step"] for row in read_metrics(metrics)]
     saved = sorted(p.name for p in (out / "checkpoints").glob("step-*"))
     assert saved == [f"step-{steps[-1]}"] and steps[-1] < 50

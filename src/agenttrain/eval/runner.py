@@ -17,14 +17,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec
@@ -35,6 +27,7 @@ from agenttrain.policy.loader import load_policy
 from agenttrain.policy.models import resolve
 from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig, RolloutEngine
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
+from agenttrain.run.runtime import progress_display
 
 
 class EvalConfig(BaseModel):
@@ -65,6 +58,9 @@ class EvalConfig(BaseModel):
     )
     out: Path = Path("runs/eval")
 
+
+PLAIN_PROGRESS_LINES = 20
+"""Progress lines per model when the output is a log file rather than a terminal."""
 
 ENV_ERROR_EXIT_CODE = 3
 """`agenttrain eval`'s exit status when a model's env-error share is above the limit."""
@@ -219,16 +215,8 @@ def _evaluate_model(
         top_p=config.top_p,
         max_new_tokens=config.rollout.max_new_tokens,
     )
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("solved {task.fields[solved]}"),
-        TextColumn("{task.fields[speed]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
+    display = progress_display(console, "solved {solved} {speed}", max_lines=PLAIN_PROGRESS_LINES)
+    with display as progress:
         bar = progress.add_task(model[-40:], total=len(requests), solved=0, speed="")
         solved = 0
 

@@ -1,11 +1,16 @@
 """What every training loop (GRPO, SFT) shares: seeding, the learning-rate schedule, the
-progress bar and Ctrl-C handling that saves before it stops."""
+progress display (a bar on a terminal, plain lines in a log) and Ctrl-C / SIGTERM handling
+that saves before it stops."""
 
 from __future__ import annotations
 
+import datetime
 import math
 import random
+import re
 import signal
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,45 +46,116 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
     return 1.0
 
 
-def step_progress(console: Console) -> Progress:
-    """A bar over training steps with a free-text status field."""
+@dataclass
+class _PlainTask:
+    description: str
+    total: int
+    completed: int
+    every: int
+    fields: dict[str, Any]
+
+
+class PlainProgress:
+    """Progress for a log file or a pipe, where a live bar shows nothing until the end: one
+    plain line per completed step (at most `max_lines` per task) and per stage (a change of
+    the fields without a step done). Same calls as rich's Progress."""
+
+    def __init__(self, console: Console, fields: str, max_lines: int | None = None) -> None:
+        self.console = console
+        self.fields = fields
+        self.max_lines = max_lines
+        self._tasks: list[_PlainTask] = []
+        self._started = time.monotonic()
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: int, completed: int = 0, **fields: Any) -> int:
+        every = math.ceil(total / self.max_lines) if self.max_lines else 1
+        self._tasks.append(_PlainTask(description, total, completed, max(1, every), fields))
+        return len(self._tasks) - 1
+
+    def update(self, task_id: int, advance: int = 0, **fields: Any) -> None:
+        task = self._tasks[task_id]
+        stage = any(task.fields.get(key) != value for key, value in fields.items())
+        task.fields.update(fields)
+        task.completed += advance
+        step_due = task.completed % task.every == 0 or task.completed >= task.total
+        if (advance and step_due) or (not advance and stage):
+            self.console.print(self._line(task), markup=False, highlight=False, soft_wrap=True)
+
+    def _line(self, task: _PlainTask) -> str:
+        elapsed = datetime.timedelta(seconds=round(time.monotonic() - self._started))
+        status = " ".join(self.fields.format(**task.fields).split())
+        parts = (f"{task.description} {task.completed}/{task.total}", status, str(elapsed))
+        return " · ".join(part for part in parts if part)
+
+
+def progress_display(
+    console: Console, fields: str, max_lines: int | None = None
+) -> Progress | PlainProgress:
+    """A live bar on a terminal, plain lines anywhere else (a log file, `nohup`, a pipe).
+    `fields` is a format string over the task's fields, e.g. "solved {solved}"."""
+    if not console.is_terminal:
+        return PlainProgress(console, fields, max_lines)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
+        TextColumn(re.sub(r"\{(\w+)\}", r"{task.fields[\1]}", fields)),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
     )
 
 
+def step_progress(console: Console) -> Progress | PlainProgress:
+    """Progress over training steps with a free-text status field."""
+    return progress_display(console, "{status}")
+
+
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
 class GracefulStop:
-    """Ctrl-C once: finish the step, save, stop (`requested`); twice: quit at once."""
+    """Ctrl-C or SIGTERM (what cluster schedulers send before they kill a job) once: finish
+    the step, save, stop (`requested`; exit status 128 + the signal's number, 130 or 143);
+    a second signal quits at once."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.requested = False
-        self._previous: Any = signal.SIG_DFL
+        self.signum: int = signal.SIGINT
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def exit_code(self) -> int:
+        """What the process exits with after a requested stop (the shell's convention)."""
+        return 128 + int(self.signum)
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
+        self.signum = signum
         self.console.print(
-            "[yellow]Ctrl-C: finishing this step, then saving a checkpoint "
-            "(press again to quit without saving)[/]"
+            f"[yellow]{STOP_SIGNALS[signum]}: finishing this step, then saving a checkpoint "
+            "(send it again to quit without saving)[/]"
         )
 
     def install(self) -> None:
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._previous = {signum: signal.signal(signum, self._handle) for signum in STOP_SIGNALS}
 
     def restore(self) -> None:
-        signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 class TrainingRun:
-    """The end of a run both trainers share: the Ctrl-C flag, the finished mark, the summary."""
+    """The end of a run both trainers share: the stop flag, the finished mark, the summary."""
 
     console: Console
     stop: GracefulStop
