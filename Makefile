@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+VERL_STAMP := $(VENV)/.installed-verl
 
 .PHONY: setup demo test lint bench clean
 
@@ -21,7 +22,12 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/agenttrain recipe configs/textcraft_recipe.yaml
 
-test: setup
+# The tests also cover the verl bridge (CPU only): the `verl` extra (verl 0.9.1, Ray, ...).
+$(VERL_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[dev,verl]"
+	touch $(VERL_STAMP)
+
+test: setup $(VERL_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/pytest -q
