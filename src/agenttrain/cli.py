@@ -34,6 +34,16 @@ TokenOption = Annotated[
     typer.Option(envvar="AGENTTRAIN_SERVER_TOKEN", help="Bearer token of the server(s)."),
 ]
 
+AllowConfigChangeOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-config-change",
+        help="Resume a run with settings other than its config.yaml (the old one is kept in "
+        "config-history/). Not needed for trainer.total_steps, save/test/eval frequencies, "
+        "loggers and env.servers.",
+    ),
+]
+
 
 def _version(value: bool) -> None:
     if value:
@@ -372,6 +382,7 @@ def train(
             help="Dotted overrides, e.g. algorithm.kl.coef=0.01 trainer.total_steps=50."
         ),
     ] = None,
+    allow_config_change: AllowConfigChangeOption = False,
 ) -> None:
     """Train with GRPO (or RLOO, REINFORCE++): rollouts, updates, checkpoints, validation, report.
 
@@ -381,7 +392,9 @@ def train(
     from agenttrain.rl.config import TrainConfig
     from agenttrain.rl.trainer import Trainer
 
-    _run_trainer(lambda: Trainer(load(TrainConfig, config, overrides or []), console))
+    _run_trainer(
+        lambda: Trainer(load(TrainConfig, config, overrides or []), console, allow_config_change)
+    )
 
 
 def _set_up_errors() -> tuple[type[Exception], ...]:
@@ -434,6 +447,7 @@ def sft(
         list[str] | None,
         typer.Argument(help="Dotted overrides, e.g. optim.lr=1e-4 data.train=[demos.jsonl]."),
     ] = None,
+    allow_config_change: AllowConfigChangeOption = False,
 ) -> None:
     """Supervised fine-tuning on multi-turn episodes (loss on the agent's turns only).
 
@@ -446,7 +460,9 @@ def sft(
     from agenttrain.sft.config import SFTConfig
     from agenttrain.sft.trainer import SFTTrainer
 
-    _run_trainer(lambda: SFTTrainer(load(SFTConfig, config, overrides or []), console))
+    _run_trainer(
+        lambda: SFTTrainer(load(SFTConfig, config, overrides or []), console, allow_config_change)
+    )
 
 
 @app.command()

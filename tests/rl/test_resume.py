@@ -109,3 +109,26 @@ def test_ctrl_c_and_sigterm_save_a_checkpoint_and_exit_cleanly(
     saved = sorted(p.name for p in (out / "checkpoints").glob("step-*"))
     assert saved == [f"step-{steps[-1]}"] and steps[-1] < 50
     assert "stopped at step" in output and "Checkpoint:" in output
+
+
+def test_a_run_resumed_with_allowed_config_changes_keeps_the_old_config(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from agenttrain.cli import app
+
+    out = tmp_path / "run"
+    base = [*command(tiny_model_dir, out)[4:], "trainer.test_freq=0"]
+    runner = CliRunner()
+    first = runner.invoke(app, ["train", *base, "trainer.total_steps=1"])
+    assert first.exit_code == 0, first.output
+    resumed = runner.invoke(
+        app,
+        ["train", *base, "trainer.total_steps=2", "actor.lr=0.0001", "--allow-config-change"],
+        env={"COLUMNS": "200"},
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert "config changed since step 1: actor.lr 0.0005 -> 0.0001" in resumed.output
+    old = (out / "config-history" / "config-step-1.yaml").read_text()
+    assert "lr: 0.0005" in old and "total_steps: 1" in old
+    assert "lr: 0.0001" in (out / "config.yaml").read_text()
+    assert [row["step"] for row in read_metrics(out / "metrics.jsonl")] == [1, 2]

@@ -59,7 +59,12 @@ from agenttrain.serving.task_map import TaskOverlap, check_split_disjoint, local
 
 
 class Trainer(TrainingRun):
-    def __init__(self, config: TrainConfig, console: Console | None = None) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        console: Console | None = None,
+        allow_config_change: bool = False,
+    ) -> None:
         self.config = config
         self.console = console or Console()
         self.run_dir = config.run.out_dir
@@ -72,6 +77,7 @@ class Trainer(TrainingRun):
         )
         self.device = torch.device(config.model.device)
         self.resume_from = self._find_resume_point()
+        self.config_changes = self._check_resume_config(allow_config_change)
         seed_everything(config.run.seed)
         self.stop = GracefulStop(self.console)
         self.model, self.tokenizer = self._build_model()
@@ -180,7 +186,7 @@ class Trainer(TrainingRun):
     def train(self) -> Path:
         config = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(config_io.dump(config))
+        self.record_config(config_io.dump(config))
         tracker = Tracker(
             config.trainer.loggers,
             self.run_dir,

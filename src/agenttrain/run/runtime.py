@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -161,6 +162,34 @@ class TrainingRun:
     stop: GracefulStop
     run_dir: Path
     step: int
+    config: BaseModel
+    resume_from: Path | None
+    config_changes: dict[str, tuple[Any, Any]]
+
+    def _check_resume_config(self, allow_change: bool) -> dict[str, tuple[Any, Any]]:
+        """Before anything is loaded: refuse to resume with other settings than the run's
+        (unless allowed or harmless); the changes, if any."""
+        from agenttrain.run import history
+
+        if self.resume_from is None:
+            return {}
+        return history.check_resume_config(
+            self.run_dir, self.config.model_dump(mode="json"), allow_change
+        )
+
+    def record_config(self, text: str) -> None:
+        """Write the run's config.yaml, keeping a different earlier one in config-history/."""
+        from agenttrain.run import history
+
+        kept = history.record_config(self.run_dir, text, self.step)
+        if self.config_changes:
+            self.console.print(
+                f"[yellow]config changed since step {self.step}:[/] "
+                f"{history.describe_changes(self.config_changes)}",
+                highlight=False,
+            )
+        if kept is not None:
+            self.console.print(f"previous config kept in {kept}")
 
     @property
     def stop_requested(self) -> bool:

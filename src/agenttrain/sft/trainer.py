@@ -39,12 +39,18 @@ from agenttrain.sft.tokenize import Example, tokenize
 
 
 class SFTTrainer(TrainingRun):
-    def __init__(self, config: SFTConfig, console: Console | None = None) -> None:
+    def __init__(
+        self,
+        config: SFTConfig,
+        console: Console | None = None,
+        allow_config_change: bool = False,
+    ) -> None:
         self.config = config
         self.console = console or Console()
         self.run_dir = config.run.out_dir
         self.device = torch.device(config.model.device)
         self.resume_from = checkpoint.resume_point(self.run_dir, config.trainer.resume)
+        self.config_changes = self._check_resume_config(allow_config_change)
         seed_everything(config.run.seed)
         self.stop = GracefulStop(self.console)
         source = self.resume_from / "model" if self.resume_from else None
@@ -204,7 +210,7 @@ class SFTTrainer(TrainingRun):
     def train(self) -> Path:
         config = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(config_io.dump(config))
+        self.record_config(config_io.dump(config))
         tracker = Tracker(
             config.trainer.loggers,
             self.run_dir,
