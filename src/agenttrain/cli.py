@@ -428,14 +428,21 @@ def _set_up_errors() -> tuple[type[Exception], ...]:
 
 
 def _run_trainer(build: Callable[[], Any]) -> None:
-    """Build a trainer (config and set-up errors exit 2), train; exit 130 when stopped by
-    Ctrl-C, 143 by SIGTERM (after saving a checkpoint)."""
+    """Build a trainer (config and set-up errors exit 2), train; exit 3 when the run failed
+    (e.g. too many environment errors), 130 when stopped by Ctrl-C, 143 by SIGTERM (after
+    saving a checkpoint)."""
+    from agenttrain.run.runtime import RunFailed
+
     try:
         trainer = build()
     except _set_up_errors() as problem:
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
-    trainer.train()
+    try:
+        trainer.train()
+    except RunFailed as failure:
+        console.print(f"[red]error:[/] {failure}", highlight=False)
+        raise typer.Exit(failure.exit_code) from None
     if trainer.stop_requested:
         raise typer.Exit(trainer.stop.exit_code)
 
@@ -547,6 +554,7 @@ def recipe(
     """
     from agenttrain.config import load
     from agenttrain.recipe import Recipe, RecipeConfig
+    from agenttrain.run.runtime import RunFailed
 
     try:
         plan = Recipe(load(RecipeConfig, config, overrides or []), console)
@@ -554,6 +562,9 @@ def recipe(
     except (*_set_up_errors(), ValueError) as problem:
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
+    except RunFailed as failure:
+        console.print(f"[red]error:[/] {failure}", highlight=False)
+        raise typer.Exit(failure.exit_code) from None
     except KeyboardInterrupt:
         console.print("[yellow]stopped; run the same command again to continue[/]")
         raise typer.Exit(130) from None

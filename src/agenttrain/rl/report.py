@@ -70,6 +70,25 @@ def plot_training(rows: list[dict[str, float]], path: Path) -> None:
     plt.close(figure)
 
 
+def env_error_lines(rows: list[dict[str, float]]) -> list[str]:
+    """A warning above everything else when training episodes were lost to environment
+    errors: those episodes were not trained on, so the numbers below rest on fewer."""
+    played_steps = [row for row in rows if row.get("rollout/episodes")]
+    steps = [row for row in played_steps if row.get("rollout/env_error_episodes")]
+    if not steps:
+        return []
+    lost = sum(row["rollout/env_error_episodes"] for row in steps)
+    played = sum(row["rollout/episodes"] for row in played_steps)
+    worst = max(steps, key=lambda row: row["rollout/env_error_episodes"] / row["rollout/episodes"])
+    return [
+        f"**Environment errors**: {lost:.0f} of {played:.0f} training episodes "
+        f"({lost / max(played, 1):.1%}) ended in an environment error and were not trained on, "
+        f"in {len(steps)} of {len(played_steps)} steps; worst: step {worst['step']:.0f}, "
+        f"{worst['rollout/env_error_episodes']:.0f} of {worst['rollout/episodes']:.0f}.",
+        "",
+    ]
+
+
 def write_training_report(run_dir: Path, config: object) -> Path:
     rows = read_metrics(run_dir / "metrics.jsonl")
     path = run_dir / "report.md"
@@ -81,6 +100,7 @@ def write_training_report(run_dir: Path, config: object) -> Path:
         f"{config.data.group_size} episodes per step.",
         "",
     ]  # type: ignore[attr-defined]
+    lines += env_error_lines(rows)
     if rows:
         first, last = rows[0], rows[-1]
         lines += ["| metric | first | last |", "|---|---|---|"]

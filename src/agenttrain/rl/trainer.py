@@ -17,6 +17,7 @@ cluster path. A step:
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import warnings
 from pathlib import Path
@@ -49,6 +50,7 @@ from agenttrain.rollout.trajectory import Trajectory, write_jsonl
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import (
     GracefulStop,
+    RunFailed,
     TrainingRun,
     lr_factor,
     seed_everything,
@@ -109,6 +111,8 @@ class Trainer(TrainingRun):
         custom = config.reward.custom_function
         self.reward_fn = load_reward_function(custom.path, custom.name) if custom.path else None
         self.step = 0
+        self.first_env_error: str | None = None
+        """The first environment error of the latest step (for the message that stops a run)."""
         self.tasks_consumed = 0
         """Position in the stream of training tasks (dynamic sampling draws a varying number)."""
         self.envs = EnvSource(
@@ -200,6 +204,7 @@ class Trainer(TrainingRun):
             )
         self.stop.install()
         last_saved = self.step if self.resume_from else None
+        failure = None
         try:
             with step_progress(self.console) as progress:
                 bar = progress.add_task(
@@ -211,27 +216,49 @@ class Trainer(TrainingRun):
                 while self.step < config.trainer.total_steps and not self.stop_requested:
                     self.step += 1
                     metrics = self.train_step(self.step, progress, bar)
-                    if self.val_tasks and self.step % config.trainer.test_freq == 0:
+                    failure = self._env_error_failure(metrics)
+                    validate = self.val_tasks and self.step % config.trainer.test_freq == 0
+                    if validate and failure is None:
                         progress.update(bar, status="validating")
                         metrics.update(self.validate(self.step))
                     tracker.log(metrics, self.step)
                     progress.update(bar, advance=1, status=self._status(metrics))
+                    if failure is not None:
+                        break
                     if self.step % config.trainer.save_freq == 0 or self.stop_requested:
                         self.save()
                         last_saved = self.step
-            if last_saved != self.step:
+            if failure is None and last_saved != self.step:
                 self.save()
         finally:
             self.stop.restore()
             tracker.close()
             self.loop.run_until_complete(self.envs.aclose())
         report = write_training_report(self.run_dir, config)
+        if failure is not None:
+            raise RunFailed(f"{failure}\nReport: {report}")
         self.finish(report)
         return self.run_dir
 
+    def _env_error_failure(self, metrics: dict[str, float]) -> str | None:
+        """Why the run must stop, when the step lost too many episodes to env errors."""
+        limit = self.config.trainer.max_env_error_rate
+        if metrics["rollout/env_error_rate"] <= limit:
+            return None
+        return (
+            f"step {self.step}: {metrics['rollout/env_error_episodes']:.0f} of "
+            f"{metrics['rollout/episodes']:.0f} episodes ended in environment errors "
+            f"(more than trainer.max_env_error_rate={limit}; first error: "
+            f"{self.first_env_error}); stopped without saving this step. Check the "
+            f"environment ({self.envs.describe()}), then run the same command to resume"
+        )
+
     @staticmethod
     def _status(metrics: dict[str, float]) -> str:
-        parts = [f"reward {metrics.get('critic/score/mean', float('nan')):.3f}"]
+        errors = metrics.get("rollout/env_error_episodes", 0)
+        parts = [f"env errors {errors:.0f}/{metrics['rollout/episodes']:.0f}"] if errors else []
+        reward = metrics.get("critic/score/mean", math.nan)
+        parts.append("reward -" if math.isnan(reward) else f"reward {reward:.3f}")
         for key, label in (
             ("val/success_rate", "val"),
             ("actor/kl_loss", "kl"),
@@ -312,6 +339,9 @@ class Trainer(TrainingRun):
         usable = [i for i, t in enumerate(trajectories) if t.finish_reason != "env_error"]
         metrics.update(
             self._rollout_metrics(trajectories, scores, usable, batch.engine_stats, max_turns)
+        )
+        self.first_env_error = next(
+            (t.error for t in trajectories if t.finish_reason == "env_error"), None
         )
         metrics.update(batch.reward_extra)
         metrics["train/num_gen_batches"] = batch.rounds
@@ -443,6 +473,7 @@ class Trainer(TrainingRun):
         metrics: dict[str, float] = {
             "rollout/episodes": len(trajectories),
             "rollout/env_error_episodes": len(trajectories) - len(usable),
+            "rollout/env_error_rate": 1 - len(usable) / max(len(trajectories), 1),
             "rollout/max_turns": max_turns,
             "perf/generated_tokens": engine_stats.get("generated_tokens", 0),
         }

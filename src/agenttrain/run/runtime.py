@@ -155,6 +155,13 @@ class GracefulStop:
             signal.signal(signum, previous)
 
 
+class RunFailed(RuntimeError):
+    """A run stopped because going on would train on (next to) nothing; the message says why.
+    The report is written first; the failed step is not saved."""
+
+    exit_code = 3
+
+
 class TrainingRun:
     """The end of a run both trainers share: the stop flag, the finished mark, the summary."""
 
