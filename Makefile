@@ -25,6 +25,8 @@ demo: setup
 # The tests also cover the verl bridge (CPU only): the `verl` extra (verl 0.9.1, Ray, ...).
 $(VERL_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e ".[dev,verl]"
+	# verl 0.7's interaction base class, which verl 0.8 removed: the interaction is tested on it.
+	$(BIN)/pip download --quiet --no-deps verl==0.7.1 -d $(VENV)/wheels
 	touch $(VERL_STAMP)
 
 test: setup $(VERL_STAMP)

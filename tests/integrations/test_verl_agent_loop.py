@@ -23,7 +23,7 @@ from agenttrain.envs import get_spec
 from agenttrain.envs.largest import SPEC as LARGEST
 from agenttrain.envs.largest import LargestEnv
 from agenttrain.envs.registry import register
-from agenttrain.integrations.verl import agent_loop
+from agenttrain.integrations.verl import workers
 from agenttrain.integrations.verl.agent_loop import AgentTrainAgentLoop
 from agenttrain.integrations.verl.settings import AGENT_NAME, LOOP_TARGET
 from agenttrain.policy.base import ChatMessage
@@ -86,7 +86,10 @@ def play(tokenizer, server, episode: dict, **settings):
     """Build the loop inside the running event loop (verl's workers do; it keeps that loop)."""
 
     async def go():
-        return await make_loop(tokenizer, server, **settings).run({}, **episode)
+        try:
+            return await make_loop(tokenizer, server, **settings).run({}, **episode)
+        finally:
+            await workers.close_sources()
 
     return asyncio.run(go())
 
@@ -175,13 +178,15 @@ def test_an_environment_error_is_reported_and_excluded_not_scored(tokenizer):
 
 
 def test_environments_are_held_per_worker_not_per_trajectory(tokenizer):
-    agent_loop._sources.clear()
+    workers._sources.clear()
 
     async def two_episodes():
         for task in (1, 2):
             loop = make_loop(tokenizer, AnswerServer(tokenizer))  # verl: one object per row
             await loop.run({}, **row("largest", task))
-        return [key for key in agent_loop._sources if key[1] == "largest"]
+        held = [key for key in workers._sources if key[1] == "largest"]
+        await workers.close_sources()
+        return held
 
     assert len(asyncio.run(two_episodes())) == 1
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agenttrain.agent.conversation import conversation_start
 from agenttrain.agent.formats import ActionFormat, get_format
-from agenttrain.envs.base import Environment, EnvSpec
+from agenttrain.envs.base import Environment, EnvSpec, describe_failure
 from agenttrain.policy.base import (
     ChatMessage,
     Generation,
@@ -271,13 +271,10 @@ class RolloutEngine:
         try:
             return await asyncio.wait_for(call, self.config.env_timeout_s)
         except Exception as failure:  # any environment failure is classified, never scored
-            kind = (
-                "timeout" if isinstance(failure, asyncio.TimeoutError) else type(failure).__name__
-            )
             trajectory.finish_reason = "env_error"
             trajectory.reward = None
             trajectory.success = False
-            trajectory.error = f"{kind}: {failure}" if str(failure) else kind
+            trajectory.error = describe_failure(failure)
             return None
         finally:
             self.stats["env_s"] += time.perf_counter() - started

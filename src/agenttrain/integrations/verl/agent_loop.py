@@ -33,10 +33,10 @@ from typing import Any
 
 from agenttrain.agent.formats import ActionFormat, get_format
 from agenttrain.envs import EnvSpec, get_spec
-from agenttrain.envs.base import Environment, StepResult
-from agenttrain.envs.source import EnvSource
+from agenttrain.envs.base import Environment, StepResult, describe_failure
 from agenttrain.integrations.verl import require_verl
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
+from agenttrain.integrations.verl.workers import environment_source
 from agenttrain.rollout.trajectory import FinishReason
 
 require_verl("the agenttrain agent loop")
@@ -46,27 +46,6 @@ from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
     AgentLoopOutput,
     register,
 )
-
-_sources: dict[tuple[int, str], EnvSource] = {}
-_source_locks: dict[tuple[int, str], asyncio.Lock] = {}
-
-
-async def environment_source(name: str, settings: LoopSettings) -> EnvSource:
-    """This worker's one `EnvSource` for `name` (per event loop), opened on first use."""
-    key = (id(asyncio.get_running_loop()), name)
-    lock = _source_locks.setdefault(key, asyncio.Lock())
-    async with lock:
-        if key not in _sources:
-            source = EnvSource(
-                name,
-                kwargs=settings.env_kwargs.get(name),
-                servers=settings.servers.get(name, ()),
-                token=settings.token,
-                timeout_s=settings.env_timeout_s,
-            )
-            await source.open()
-            _sources[key] = source
-    return _sources[key]
 
 
 def _plain(value: Any) -> Any:
@@ -147,7 +126,9 @@ class _Episode:
         first = await self._env_call(env.reset(self.task_id))
         if first is None:
             return
-        messages.append({"role": "user", "content": first.text})
+        already = messages and messages[-1] == {"role": "user", "content": first.text}
+        if not already:  # data written for verl <= 0.7 carries the first observation
+            messages.append({"role": "user", "content": first.text})
         self.prompt_ids = await self.loop.ct_build_initial_tokens(messages)
         self.ids = list(self.prompt_ids)
         turn_limit = self.settings.max_turns or self.spec.default_max_turns
@@ -208,10 +189,7 @@ class _Episode:
         try:
             return await asyncio.wait_for(call, self.settings.env_timeout_s)
         except Exception as failure:  # classified and reported, never scored
-            kind = (
-                "timeout" if isinstance(failure, asyncio.TimeoutError) else type(failure).__name__
-            )
-            self.error = f"{kind}: {failure}" if str(failure) else kind
+            self.error = describe_failure(failure)
             self.finish_reason = "env_error"
             return None
 

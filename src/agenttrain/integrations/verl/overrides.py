@@ -1,0 +1,418 @@
+"""Our training recipe (`TrainConfig`) as Hydra overrides of verl's `main_ppo` (verl 0.9.1).
+
+Every leaf key of `TrainConfig` is either mapped (to verl keys, the agent loop's settings or
+the data files) or reported as unsupported with the reason; nothing is dropped silently.
+Values verl defaults differently (weight decay 0.01, `top_k` -1, the Dr.GRPO scale factor, the
+rollout's tensor parallelism 2) are set explicitly so the run means the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
+from agenttrain.policy.models import ModelSpec, resolve
+from agenttrain.rl.config import TrainConfig
+
+ACTOR = "actor_rollout_ref.actor"
+ROLLOUT = "actor_rollout_ref.rollout"
+MODEL = "actor_rollout_ref.model"
+RUN_ENV = "+ray_kwargs.ray_init.runtime_env.env_vars"
+"""Environment variables of every Ray worker (verl's file and TensorBoard loggers read them)."""
+
+LOGGERS = {
+    "console": "console",
+    "jsonl": "file",
+    "tensorboard": "tensorboard",
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+}
+DTYPES = {"auto": "bfloat16", "bfloat16": "bfloat16", "float32": "float32"}
+"""Our precisions in verl's names; `auto` is bf16 on the accelerators verl runs on."""
+VERL_GRPO_EPSILON = 1e-6
+_PLAIN = re.compile(r"[A-Za-z0-9_./:+\-]+")
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    key: str
+    value: Any
+    reason: str
+    matters: bool
+    """Whether this value makes a verl run differ from ours (False: verl does the same)."""
+
+
+@dataclass
+class Overrides:
+    """What `python -m verl.trainer.main_ppo` needs to run our recipe."""
+
+    args: list[str] = field(default_factory=list)
+    """`key=value` Hydra overrides, in order."""
+    mapped: dict[str, list[str]] = field(default_factory=dict)
+    """Our key -> where it went: verl keys, `loop.<setting>` or `data:<what>`."""
+    unsupported: list[Unsupported] = field(default_factory=list)
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    """The agent loop's settings (its entry in `agent_loop_config_path`)."""
+
+    def set(self, ours: str | None, key: str, value: Any) -> None:
+        """Add `key=value`, recorded as where `ours` went (None: a setting of the launch)."""
+        self.args.append(f"{key}={hydra_value(value)}")
+        if ours is not None:
+            self.mapped.setdefault(ours, []).append(key)
+
+    def into(self, ours: str, where: str) -> None:
+        self.mapped.setdefault(ours, []).append(where)
+
+    def unsupported_key(self, ours: str, value: Any, reason: str, matters: bool) -> None:
+        self.unsupported.append(Unsupported(ours, value, reason, matters))
+
+
+def hydra_value(value: Any) -> str:
+    """A value in Hydra's override grammar (strings quoted unless plainly safe)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        items = ",".join(f"{key}:{hydra_value(item)}" for key, item in value.items())
+        return "{" + items + "}"
+    text = str(value)
+    if _PLAIN.fullmatch(text) and text not in ("null", "true", "false"):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def verl_overrides(
+    config: TrainConfig,
+    *,
+    train_files: Path,
+    val_files: Path,
+    loop_config_path: Path,
+    n_gpus_per_node: int = 1,
+    nnodes: int = 1,
+    prompt_length: int | None = None,
+) -> Overrides:
+    """The overrides that reproduce `config` on verl, with `nnodes` x `n_gpus_per_node` GPUs.
+
+    `prompt_length` is verl's budget for the conversation start plus the first observation
+    (verl left-truncates longer prompts); the rest of `rollout.max_context` is the response
+    budget. Default: 1024 tokens, at most half the context.
+    """
+    out = Overrides()
+    _launch(out, train_files, val_files, loop_config_path, n_gpus_per_node, nnodes)
+    _run(out, config)
+    _environment(out, config)
+    _model(out, config)
+    _rollout(out, config, prompt_length)
+    _algorithm(out, config)
+    _actor(out, config)
+    _reward(out, config)
+    _trainer(out, config)
+    return out
+
+
+def _launch(
+    out: Overrides, train: Path, val: Path, loop_path: Path, gpus: int, nodes: int
+) -> None:
+    """What the launch decides: data files, the agent loop, the cluster, the rollout engine."""
+    out.set(None, "data.train_files", str(train.resolve()))
+    out.set(None, "data.val_files", str(val.resolve()))
+    out.set(None, f"{ROLLOUT}.agent.agent_loop_config_path", str(loop_path.resolve()))
+    out.set(None, f"{ROLLOUT}.agent.default_agent_loop", AGENT_NAME)
+    out.set(None, f"{ROLLOUT}.name", "vllm")
+    out.set(None, f"{ROLLOUT}.tensor_model_parallel_size", 1)
+    out.set(None, "trainer.nnodes", nodes)
+    out.set(None, "trainer.n_gpus_per_node", gpus)
+    out.set(None, "trainer.project_name", "agenttrain")
+
+
+def _run(out: Overrides, config: TrainConfig) -> None:
+    run = config.run
+    folder = run.out_dir.resolve()
+    out.set("run.name", "trainer.experiment_name", run.name)
+    out.set("run.out_dir", "trainer.default_local_dir", str(folder / "checkpoints"))
+    for key in ("data.seed", f"{ROLLOUT}.seed", f"{ACTOR}.data_loader_seed"):
+        out.set("run.seed", key, run.seed)
+
+
+def _environment(out: Overrides, config: TrainConfig) -> None:
+    env = config.env
+    out.into("env.name", "data.train_files")
+    out.into("env.name", "data.val_files")
+    out.into("env.split", "data.train_files")
+    out.into("env.val_split", "data.val_files")
+    out.loop.env_kwargs = {env.name: dict(env.kwargs)} if env.kwargs else {}
+    out.into("env.kwargs", "loop.env_kwargs")
+    out.loop.servers = {env.name: list(env.servers)} if env.servers else {}
+    out.into("env.servers", "loop.servers")
+    out.loop.token = env.token
+    out.into("env.token", "loop.token")
+
+
+def _model(out: Overrides, config: TrainConfig) -> None:
+    model = config.model
+    spec = resolve(model.path)
+    if spec.kind != "hf" or spec.path is None:
+        raise ValueError(
+            f"model.path={model.path!r}: verl trains a local Hugging Face model folder "
+            "(or an agenttrain checkpoint of one)"
+        )
+    lora = model.lora
+    if spec.base is not None:
+        _adapter_start(out, config, spec)
+    else:
+        out.set("model.path", f"{MODEL}.path", str(spec.path))
+        out.set("model.lora.enabled", f"{MODEL}.lora_rank", lora.rank if lora.enabled else 0)
+        out.into("model.lora.rank", f"{MODEL}.lora_rank")
+        out.set("model.lora.alpha", f"{MODEL}.lora_alpha", lora.alpha)
+        out.set("model.lora.target_modules", f"{MODEL}.target_modules", lora.target_modules)
+    if lora.enabled:
+        out.set("model.lora.enabled", f"{ROLLOUT}.load_format", "safetensors")
+    out.unsupported_key(
+        "model.lora.dropout",
+        lora.dropout,
+        "verl's FSDP LoRA has no dropout (it trains with 0)",
+        matters=lora.enabled and lora.dropout > 0,
+    )
+    out.unsupported_key(
+        "model.device",
+        model.device,
+        "verl places the model on its GPUs (trainer.device=cuda)",
+        matters=False,
+    )
+    out.set("model.generation_dtype", f"{ROLLOUT}.dtype", DTYPES[model.generation_dtype])
+    for section in ("actor", "ref"):
+        key = f"actor_rollout_ref.{section}.fsdp_config.dtype"
+        out.set("model.train_dtype", key, DTYPES[model.train_dtype])
+    out.set(
+        "model.gradient_checkpointing",
+        f"{MODEL}.enable_gradient_checkpointing",
+        model.gradient_checkpointing,
+    )
+
+
+def _adapter_start(out: Overrides, config: TrainConfig, spec: ModelSpec) -> None:
+    """A LoRA checkpoint (e.g. an SFT run): verl loads it on its base and keeps training it,
+    with the adapter's own rank, alpha and target modules."""
+    assert spec.path is not None and spec.base is not None
+    if not config.model.lora.enabled:
+        raise ValueError(
+            f"model.path={config.model.path!r} is a LoRA checkpoint and model.lora.enabled is "
+            "false (full fine-tuning of the merged model), which verl cannot do from an adapter: "
+            f"merge it first (agenttrain export {config.model.path} --out DIR --merge-lora) "
+            "and set model.path=DIR"
+        )
+    adapter = json.loads((spec.path / "adapter_config.json").read_text())
+    out.set("model.path", f"{MODEL}.path", str(spec.base))
+    out.set("model.path", f"{MODEL}.lora_adapter_path", str(spec.path))
+    out.set("model.path", f"{MODEL}.lora_rank", int(adapter["r"]))
+    out.set("model.path", f"{MODEL}.lora_alpha", int(adapter["lora_alpha"]))
+    reason = "a LoRA checkpoint keeps its own adapter shape (adapter_config.json)"
+    lora = config.model.lora
+    out.into("model.lora.enabled", f"{MODEL}.lora_adapter_path")
+    for key, value in (
+        ("rank", lora.rank),
+        ("alpha", lora.alpha),
+        ("target_modules", lora.target_modules),
+    ):
+        out.unsupported_key(f"model.lora.{key}", value, reason, matters=False)
+
+
+def _rollout(out: Overrides, config: TrainConfig, prompt_length: int | None) -> None:
+    rollout, sampling = config.rollout, config.sampling
+    context = rollout.max_context
+    prompt = prompt_length if prompt_length is not None else min(1024, context // 2)
+    if not 0 < prompt < context:
+        raise ValueError(
+            f"prompt length {prompt} must be below rollout.max_context={context} "
+            "(verl's response budget is the difference)"
+        )
+    out.set("rollout.max_context", "data.max_prompt_length", prompt)
+    out.set("rollout.max_context", "data.max_response_length", context - prompt)
+    for name in ("max_turns", "max_new_tokens", "env_timeout_s", "max_format_errors", "reward"):
+        setattr(out.loop, name, getattr(rollout, name))
+        out.into(f"rollout.{name}", f"loop.{name}")
+    out.loop.action_format = rollout.action_format
+    out.into("rollout.action_format", "loop.action_format")
+    out.into("rollout.action_format", "data:prompt")
+    out.into("rollout.prompt_style", "data:prompt")
+    out.into("rollout.system_prompt", "data:prompt")
+    out.unsupported_key(
+        "rollout.max_in_flight",
+        rollout.max_in_flight,
+        f"verl plays a whole batch at once, spread over {ROLLOUT}.agent.num_workers workers",
+        matters=False,
+    )
+    out.unsupported_key(
+        "rollout.batch_wait_s",
+        rollout.batch_wait_s,
+        "verl's inference servers batch requests continuously",
+        matters=False,
+    )
+    out.set("sampling.temperature", f"{ROLLOUT}.temperature", sampling.temperature)
+    out.set("sampling.top_p", f"{ROLLOUT}.top_p", sampling.top_p)
+    out.set("sampling.top_k", f"{ROLLOUT}.top_k", sampling.top_k or -1)
+    out.set("data.batch_tasks", "data.train_batch_size", config.data.batch_tasks)
+    out.set("data.group_size", f"{ROLLOUT}.n", config.data.group_size)
+
+
+def _algorithm(out: Overrides, config: TrainConfig) -> None:
+    algorithm = config.algorithm
+    kl = algorithm.kl
+    out.set("algorithm.adv_estimator", "algorithm.adv_estimator", algorithm.adv_estimator)
+    out.set(
+        "algorithm.norm_adv_by_std", "algorithm.norm_adv_by_std_in_grpo", algorithm.norm_adv_by_std
+    )
+    out.set("algorithm.gamma", "algorithm.gamma", algorithm.gamma)
+    out.set("algorithm.kl.use_kl_loss", f"{ACTOR}.use_kl_loss", kl.use_kl_loss)
+    out.set("algorithm.kl.coef", f"{ACTOR}.kl_loss_coef", kl.coef)
+    out.set("algorithm.kl.type", f"{ACTOR}.kl_loss_type", kl.type)
+    out.set("algorithm.kl.in_reward", "algorithm.use_kl_in_reward", kl.in_reward)
+    out.set("algorithm.kl.in_reward_type", "algorithm.kl_penalty", kl.in_reward_type)
+    out.set("algorithm.kl.coef", "algorithm.kl_ctrl.kl_coef", kl.coef)
+    out.set("algorithm.kl.adaptive", "algorithm.kl_ctrl.type", "adaptive" if kl.adaptive else "fixed")
+    out.set("algorithm.kl.target", "algorithm.kl_ctrl.target_kl", kl.target)
+    out.set("algorithm.kl.horizon", "algorithm.kl_ctrl.horizon", kl.horizon)
+    groups = algorithm.filter_groups
+    out.set("algorithm.filter_groups.enabled", "algorithm.filter_groups.enable", groups.enabled)
+    out.set("algorithm.filter_groups.enabled", "algorithm.filter_groups.metric", "reward")
+    out.unsupported_key(
+        "algorithm.filter_groups.max_num_gen_batches",
+        groups.max_num_gen_batches,
+        "verl's V1 trainer refills filtered groups until the batch is full, with no cap on "
+        "generation rounds (it ignores algorithm.filter_groups.max_num_gen_batches)",
+        matters=groups.enabled,
+    )
+    out.unsupported_key(
+        "algorithm.epsilon",
+        algorithm.epsilon,
+        f"verl's group normalisation uses a fixed epsilon of {VERL_GRPO_EPSILON}",
+        matters=algorithm.epsilon != VERL_GRPO_EPSILON,
+    )
+    out.unsupported_key(
+        "algorithm.carry_return_across_turns",
+        algorithm.carry_return_across_turns,
+        "verl's reinforce_plus_plus always restarts the return at environment tokens",
+        matters=algorithm.carry_return_across_turns,
+    )
+    out.unsupported_key(
+        "algorithm.max_turns_schedule",
+        [stage.model_dump() for stage in algorithm.max_turns_schedule],
+        "verl has no turn-limit curriculum; the loop uses rollout.max_turns throughout",
+        matters=bool(algorithm.max_turns_schedule),
+    )
+
+
+def _actor(out: Overrides, config: TrainConfig) -> None:
+    actor = config.actor
+    optim = f"{ACTOR}.optim"
+    out.set("actor.lr", f"{optim}.lr", actor.lr)
+    out.set("actor.weight_decay", f"{optim}.weight_decay", actor.weight_decay)
+    out.set("actor.warmup_steps", f"{optim}.lr_warmup_steps", actor.warmup_steps)
+    out.set("actor.grad_clip", f"{optim}.clip_grad", actor.grad_clip)
+    if actor.lr_schedule == "linear":
+        out.unsupported_key(
+            "actor.lr_schedule",
+            actor.lr_schedule,
+            "verl's FSDP optimizer has constant and cosine schedules only",
+            matters=True,
+        )
+    else:
+        out.set("actor.lr_schedule", f"{optim}.lr_scheduler_type", actor.lr_schedule)
+    out.set("actor.ppo_epochs", f"{ACTOR}.ppo_epochs", actor.ppo_epochs)
+    out.set("actor.mini_batch_episodes", f"{ACTOR}.ppo_mini_batch_size", _mini_batch_tasks(config))
+    # Token-budgeted micro-batches are verl's dynamic batch size; a budget below the longest
+    # episode is raised to it (verl asserts; ours trains such an episode alone).
+    out.set("actor.micro_batch_tokens", f"{ACTOR}.use_dynamic_bsz", True)
+    budget = max(actor.micro_batch_tokens, config.rollout.max_context)
+    out.set("actor.micro_batch_tokens", f"{ACTOR}.ppo_max_token_len_per_gpu", budget)
+    out.set("actor.clip_ratio_low", f"{ACTOR}.clip_ratio_low", actor.clip_ratio_low)
+    out.set("actor.clip_ratio_high", f"{ACTOR}.clip_ratio_high", actor.clip_ratio_high)
+    out.set("actor.clip_ratio_c", f"{ACTOR}.clip_ratio_c", actor.clip_ratio_c)
+    out.set("actor.loss_agg_mode", f"{ACTOR}.loss_agg_mode", actor.loss_agg_mode)
+    scale = actor.loss_scale_factor or config.rollout.max_context
+    out.set("actor.loss_scale_factor", f"{ACTOR}.loss_scale_factor", scale)
+    out.set("actor.entropy_coeff", f"{ACTOR}.entropy_coeff", actor.entropy_coeff)
+    out.set(
+        "actor.recompute_old_logprobs",
+        "algorithm.rollout_correction.bypass_mode",
+        not actor.recompute_old_logprobs,
+    )
+
+
+def _mini_batch_tasks(config: TrainConfig) -> int:
+    """verl's `ppo_mini_batch_size` counts prompts (each with `rollout.n` episodes)."""
+    episodes, group = config.actor.mini_batch_episodes, config.data.group_size
+    if episodes is None:
+        return config.data.batch_tasks
+    if episodes % group:
+        raise ValueError(
+            f"actor.mini_batch_episodes={episodes} is not a multiple of data.group_size={group}: "
+            "verl's mini-batches are whole groups (ppo_mini_batch_size counts tasks)"
+        )
+    return episodes // group
+
+
+def _reward(out: Overrides, config: TrainConfig) -> None:
+    custom = config.reward.custom_function
+    reason = (
+        "the agenttrain agent loop scores each episode with the environment's reward "
+        "(reward_score), and verl calls reward functions only for episodes without one"
+    )
+    for key, value in (("path", custom.path), ("name", custom.name), ("kwargs", custom.kwargs)):
+        shown = str(value) if isinstance(value, Path) else value
+        out.unsupported_key(
+            f"reward.custom_function.{key}", shown, reason, matters=custom.path is not None
+        )
+
+
+def _trainer(out: Overrides, config: TrainConfig) -> None:
+    trainer = config.trainer
+    folder = config.run.out_dir.resolve()
+    out.set("trainer.total_steps", "trainer.total_training_steps", trainer.total_steps)
+    # Every epoch has at least one step, so this many epochs never ends a run early.
+    out.set("trainer.total_steps", "trainer.total_epochs", trainer.total_steps)
+    out.set("trainer.save_freq", "trainer.save_freq", trainer.save_freq)
+    out.set("trainer.keep_checkpoints", "trainer.max_actor_ckpt_to_keep", trainer.keep_checkpoints)
+    out.set("trainer.test_freq", "trainer.test_freq", trainer.test_freq or -1)
+    out.set("trainer.val_tasks", "data.val_max_samples", trainer.val_tasks)
+    out.set("trainer.val_n", f"{ROLLOUT}.val_kwargs.n", trainer.val_n)
+    out.set("trainer.val_temperature", f"{ROLLOUT}.val_kwargs.temperature", trainer.val_temperature)
+    out.set("trainer.val_temperature", f"{ROLLOUT}.val_kwargs.do_sample", trainer.val_temperature > 0)
+    out.set(
+        "trainer.val_before_train",
+        "trainer.val_before_train",
+        trainer.val_before_train and trainer.test_freq > 0,
+    )
+    _resume(out, trainer.resume)
+    out.set("trainer.loggers", "trainer.logger", [LOGGERS[name] for name in trainer.loggers])
+    if "jsonl" in trainer.loggers:
+        out.set("trainer.loggers", f"{RUN_ENV}.VERL_FILE_LOGGER_PATH", str(folder / "metrics.jsonl"))
+    if "tensorboard" in trainer.loggers:
+        out.set("trainer.loggers", f"{RUN_ENV}.TENSORBOARD_DIR", str(folder / "tensorboard"))
+    trajectories = str(folder / "trajectories") if trainer.save_trajectories else None
+    out.set("trainer.save_trajectories", "trainer.rollout_data_dir", trajectories)
+
+
+def _resume(out: Overrides, resume: str) -> None:
+    """auto and never as verl's modes; a folder must be one of verl's `global_step_N`."""
+    if resume in ("auto", "never"):
+        mode = "auto" if resume == "auto" else "disable"
+        out.set("trainer.resume", "trainer.resume_mode", mode)
+        return
+    folder = Path(resume).resolve()
+    if not re.fullmatch(r"global_step_\d+", folder.name):
+        raise ValueError(
+            f"trainer.resume={resume!r}: verl resumes from its own checkpoints "
+            "(a global_step_N folder), not from an agenttrain checkpoint"
+        )
+    out.set("trainer.resume", "trainer.resume_mode", "resume_path")
+    out.set("trainer.resume", "trainer.resume_from_path", str(folder))

@@ -1,0 +1,42 @@
+"""Environments held per verl worker process, not per trajectory.
+
+verl builds a new agent-loop (or calls one interaction object) for every trajectory; opening
+an HTTP pool or building in-process environments each time would be wasteful, so each worker
+keeps one `EnvSource` per environment name and event loop, opened on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from agenttrain.envs.source import EnvSource
+from agenttrain.integrations.verl.settings import LoopSettings
+
+_sources: dict[tuple[int, str], EnvSource] = {}
+_source_locks: dict[tuple[int, str], asyncio.Lock] = {}
+
+
+async def environment_source(name: str, settings: LoopSettings) -> EnvSource:
+    """This worker's one `EnvSource` for `name` (per event loop), opened on first use."""
+    key = (id(asyncio.get_running_loop()), name)
+    lock = _source_locks.setdefault(key, asyncio.Lock())
+    async with lock:
+        if key not in _sources:
+            source = EnvSource(
+                name,
+                kwargs=settings.env_kwargs.get(name),
+                servers=settings.servers.get(name, ()),
+                token=settings.token,
+                timeout_s=settings.env_timeout_s,
+            )
+            await source.open()
+            _sources[key] = source
+    return _sources[key]
+
+
+async def close_sources() -> None:
+    """Close this event loop's sources (their sessions and HTTP pools), e.g. at shutdown."""
+    loop_id = id(asyncio.get_running_loop())
+    for key in [key for key in _sources if key[0] == loop_id]:
+        await _sources.pop(key).aclose()
+        _source_locks.pop(key, None)
