@@ -49,11 +49,14 @@ def test_rloo_compares_each_sample_with_the_others():
     assert advantages[:, 0].tolist() == pytest.approx([1.0, -0.5, -0.5])
 
 
-def test_reinforce_plus_plus_restarts_the_return_at_environment_tokens_as_verl():
-    # Two turns: model tokens 0 and 2-3, environment token 1; the outcome sits on token 3.
+def test_reinforce_plus_plus_can_restart_the_return_at_environment_tokens():
+    # verl 0.7.1's form. Two turns: model tokens 0 and 2-3, environment token 1; the outcome
+    # sits on token 3.
     rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0]])
-    advantages = get_estimator("reinforce_plus_plus")(rewards, mask, ["a", "b"], gamma=1.0)
+    advantages = get_estimator("reinforce_plus_plus")(
+        rewards, mask, ["a", "b"], gamma=1.0, env_tokens="restart"
+    )
     # By hand: returns on model tokens are [0, ., 1, 1] and [0, ., 0, 0]; whitened over the
     # six model tokens (mean 1/3, unbiased std sqrt(4/15)).
     returns = torch.tensor([0.0, 1.0, 1.0, 0.0, 0.0, 0.0])
@@ -62,16 +65,17 @@ def test_reinforce_plus_plus_restarts_the_return_at_environment_tokens_as_verl()
     assert advantages[0, 0] < 0 < advantages[0, 2]  # the first turn does not get the outcome
 
 
-def test_reinforce_plus_plus_can_carry_the_return_across_environment_tokens():
+def test_reinforce_plus_plus_carries_the_return_across_environment_tokens_as_verl():
+    # verl 0.9.1's form (the default): γ discounts per model token, not per environment token.
     rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0]])
-    advantages = get_estimator("reinforce_plus_plus")(
-        rewards, mask, ["a", "b"], gamma=1.0, carry_return=True
-    )
-    first, second = advantages[0], advantages[1]
-    assert first[0] == first[2] == first[3] and first[0] > 0  # the outcome reaches turn 1
-    assert (second[[0, 2, 3]] < 0).all() and advantages[:, 1].abs().sum() == 0
-    assert advantages[mask.bool()].mean().abs() < 1e-6  # whitened
+    advantages = get_estimator("reinforce_plus_plus")(rewards, mask, ["a", "b"], gamma=0.5)
+    # By hand: returns on model tokens 0, 2, 3 of episode 1 are 0.25, 0.5, 1 (the environment
+    # token does not discount); episode 2 all 0.
+    returns = torch.tensor([0.25, 0.5, 1.0, 0.0, 0.0, 0.0])
+    expected = (returns - returns.mean()) / returns.std()
+    assert torch.allclose(advantages[mask.bool()], expected, atol=1e-5)
+    assert advantages[:, 1].abs().sum() == 0
 
 
 def test_reinforce_plus_plus_baseline_treats_a_group_of_one_as_mean_zero():

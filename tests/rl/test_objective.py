@@ -107,7 +107,14 @@ class CrashyLargest(LocalEnvironment):
 def test_groups_left_without_a_baseline_by_env_errors_are_dropped(tiny_model_dir, tmp_path):
     register("crashy-largest", CrashyLargest, replace=True)
     CrashyLargest.calls = 0
-    rows = train(recipe(tiny_model_dir, tmp_path / "run", "env.name=crashy-largest"))
+    rows = train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "env.name=crashy-largest",
+            "trainer.max_env_error_rate=1.0",  # this test is about what survives
+        )
+    )
     # 16 episodes, 12 crash: every group of 4 keeps one episode, which has no baseline.
     assert rows[0]["rollout/env_error_episodes"] == 12
     assert rows[0]["rollout/dropped_groups_env_error"] == 4
@@ -187,7 +194,7 @@ def test_rollout_and_training_probabilities_are_compared_every_update(tiny_model
             ),
             "no group can",
         ),
-        (("algorithm.carry_return_across_turns=true",), "reinforce_plus_plus only"),
+        (("algorithm.return_at_env_tokens=restart",), "reinforce_plus_plus only"),
     ],
 )
 def test_configs_that_cannot_learn_are_refused(tmp_path, overrides, message):

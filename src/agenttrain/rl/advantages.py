@@ -105,24 +105,30 @@ def reinforce_plus_plus(
     groups: Sequence[str],
     *,
     gamma: float = 1.0,
-    carry_return: bool = False,
+    env_tokens: str = "carry",
     **_: object,
 ) -> torch.Tensor:
-    """Discounted returns G_t = r_t + γ G_{t+1}, whitened over the batch's model tokens.
+    """Discounted returns over model tokens, whitened over the batch's model tokens.
 
-    As verl, the running return restarts after every token with mask 0 (G_{t+1} := 0 when
-    mask_{t+1} = 0), so in a multi-turn episode an outcome reward on the last reply reaches
-    only that reply. `carry_return=True` carries it through environment tokens instead, so
-    every reply of the episode is credited with the outcome (γ < 1 discounts every token,
-    environment tokens included).
+    `carry` (verl 0.9.1): G_t = r_t + γ·G_next on model tokens, where G_next is the return of
+    the next model token; environment tokens (mask 0) pass it through undiscounted, so an
+    outcome on the last reply reaches every reply of the episode.
+    `restart` (verl 0.7.1): G_t = r_t + γ·G_{t+1} over all tokens, with the running return
+    reset to 0 after every environment token, so the outcome reaches only the last reply.
     """
+    if env_tokens not in ("carry", "restart"):
+        raise ValueError(f"env_tokens must be 'carry' or 'restart', got {env_tokens!r}")
     returns = torch.zeros_like(rewards)
     running = torch.zeros(rewards.shape[0], dtype=rewards.dtype)
     for t in reversed(range(rewards.shape[1])):
-        running = rewards[:, t] + gamma * running
-        returns[:, t] = running
-        if not carry_return:
-            running = running * mask[:, t]
+        step = mask[:, t]
+        candidate = rewards[:, t] + gamma * running
+        if env_tokens == "carry":
+            returns[:, t] = candidate * step
+            running = candidate * step + running * (1 - step)
+        else:
+            returns[:, t] = candidate
+            running = candidate * step
     return masked_whiten(returns, mask) * mask
 
 

@@ -76,10 +76,11 @@ class AlgorithmConfig(Section):
     """False gives Dr.GRPO (no division by the group's std)."""
     epsilon: float = Field(1e-6, gt=0)
     gamma: float = Field(1.0, ge=0, le=1)
-    carry_return_across_turns: bool = False
-    """reinforce_plus_plus only. False (verl): the discounted return restarts at every
-    environment span, so an outcome reward placed on the last reply reaches only that reply.
-    True: it is carried back through the environment's tokens to every earlier reply."""
+    return_at_env_tokens: Literal["carry", "restart"] = "carry"
+    """reinforce_plus_plus only: what the discounted return does at environment tokens.
+    `carry` (verl 0.9.1): passes through them unchanged (not discounted), so an outcome reward
+    on the last reply reaches every earlier reply. `restart` (verl 0.7.1): restarts at 0, so it
+    reaches only the last reply."""
     kl: KLConfig = Field(default_factory=KLConfig)
     filter_groups: FilterGroupsConfig = Field(default_factory=FilterGroupsConfig)
     max_turns_schedule: list[TurnsStage] = Field(default_factory=list)
@@ -173,9 +174,10 @@ class TrainConfig(Section):
                 "algorithm.filter_groups.enabled keeps groups whose rewards differ; with "
                 "data.group_size=1 no group can, so nothing would be trained"
             )
-        if self.algorithm.carry_return_across_turns and estimator != "reinforce_plus_plus":
+        restart = self.algorithm.return_at_env_tokens == "restart"
+        if restart and estimator != "reinforce_plus_plus":
             raise ValueError(
-                "algorithm.carry_return_across_turns applies to reinforce_plus_plus only "
+                "algorithm.return_at_env_tokens applies to reinforce_plus_plus only "
                 f"(adv_estimator is {estimator})"
             )
         return self

@@ -126,7 +126,7 @@ class PolicyUpdate:
                 epsilon=config.algorithm.epsilon,
                 norm_by_std=config.algorithm.norm_adv_by_std,
                 gamma=config.algorithm.gamma,
-                carry_return=config.algorithm.carry_return_across_turns,
+                env_tokens=config.algorithm.return_at_env_tokens,
             )
         token_advantages = advantages[mask.bool()]
         if len(token_advantages):
