@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -29,6 +29,7 @@ ServerOption = Annotated[
         help="URL of an AgentGym-compatible server (repeat for several); default: in-process.",
     ),
 ]
+ActionFormat = Literal["react", "adapt", "json", "raw"]
 TokenOption = Annotated[
     str | None,
     typer.Option(envvar="AGENTTRAIN_SERVER_TOKEN", help="Bearer token of the server(s)."),
@@ -182,28 +183,41 @@ def eval_command(
             "or checkpoint folder, a folder of checkpoints, openai:<model>, oracle.",
         ),
     ] = None,
-    env: Annotated[str, typer.Option(help="Environment.")] = "textcraft",
+    env: Annotated[
+        str | None, typer.Option(help="Environment. Default: the checkpoint's, else textcraft.")
+    ] = None,
     split: Annotated[str, typer.Option(help="Task split, or 'all'.")] = "test",
     tasks: Annotated[
         str | None, typer.Option(help="Positions within the split, e.g. 0-29,40.")
     ] = None,
-    n: Annotated[int, typer.Option("-n", min=1, help="Samples per task and seed.")] = 1,
-    seeds: Annotated[str, typer.Option(help="Comma-separated sampling seeds.")] = "0",
+    n: Annotated[
+        int, typer.Option("--samples", "-n", min=1, help="Samples per task and seed.")
+    ] = 1,
+    seeds: Annotated[str, typer.Option(help="Comma-separated sampling seeds, e.g. 0,1.")] = "0",
     temperature: Annotated[float, typer.Option(min=0, help="0 = greedy.")] = 0.7,
     top_p: Annotated[float, typer.Option(min=0.01, max=1)] = 1.0,
-    max_turns: Annotated[int | None, typer.Option(min=1, help="Default: the env's.")] = None,
-    max_new_tokens: Annotated[int, typer.Option(min=1, help="Per model turn.")] = 256,
-    max_context: Annotated[int, typer.Option(min=64, help="Tokens per episode.")] = 4096,
+    max_turns: Annotated[
+        int | None, typer.Option(min=1, help="Default: the checkpoint's, else the env's.")
+    ] = None,
+    max_new_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Per model turn. Default: the checkpoint's, else 256.")
+    ] = None,
+    max_context: Annotated[
+        int | None,
+        typer.Option(min=64, help="Tokens per episode. Default: the checkpoint's, else 4096."),
+    ] = None,
     action_format: Annotated[
-        str, typer.Option("--format", help="react, adapt, json or raw.")
-    ] = "react",
+        ActionFormat | None,
+        typer.Option("--format", help="Default: the checkpoint's, else react."),
+    ] = None,
     prompt_style: Annotated[
-        str, typer.Option(help="agenttrain (bugs fixed) or agentgym (verbatim).")
-    ] = "agenttrain",
-    backend: Annotated[str, typer.Option(help="hf, vllm or openai.")] = "hf",
+        Literal["agenttrain", "agentgym"] | None,
+        typer.Option(help="agenttrain (bugs fixed) or agentgym (verbatim). Default: agenttrain."),
+    ] = None,
+    backend: Annotated[Literal["hf", "vllm", "openai"], typer.Option()] = "hf",
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     dtype: Annotated[
-        str, typer.Option(help="Generation precision: auto, float32, bfloat16.")
+        Literal["auto", "float32", "bfloat16"], typer.Option(help="Generation precision.")
     ] = "auto",
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes in flight.")] = 32,
     server: ServerOption = None,
@@ -224,6 +238,9 @@ def eval_command(
 ) -> None:
     """Evaluate one or more models on the same tasks and seeds: success, pass@k, avg@k, report.
 
+    A checkpoint recorded how its model was trained to act (environment, action format,
+    token and turn limits, system prompt); those are the defaults of the matching flags.
+
     Exit status: 0 done, 2 bad options, 3 too many environment errors (--max-env-error-rate).
 
     Example: agenttrain eval --env textcraft --split test --tasks 0-29 --model smollm2-135m -n 4
@@ -237,31 +254,49 @@ def eval_command(
     from agenttrain.eval.report import env_error_lines, write_report
     from agenttrain.eval.runner import (
         ENV_ERROR_EXIT_CODE,
+        SETTING_FLAGS,
         EvalConfig,
+        builtin_settings,
+        describe_settings,
         evaluate,
         over_env_error_limit,
-        parse_ranges,
+        recorded_settings,
     )
     from agenttrain.policy.base import PolicyError
     from agenttrain.rollout.engine import RolloutConfig
 
+    models = model or ["smollm2-135m"]
+    given = {
+        "env": env,
+        "action_format": action_format,
+        "prompt_style": prompt_style,
+        "max_new_tokens": max_new_tokens,
+        "max_turns": max_turns,
+        "max_context": max_context,
+    }
     try:
+        recorded = recorded_settings(models, given)
+        settings = {
+            **builtin_settings(),
+            **recorded,
+            **{key: value for key, value in given.items() if value is not None},
+        }
+        if recorded:
+            console.print(
+                f"as the checkpoint was trained: {describe_settings(recorded)}", highlight=False
+            )
         config = EvalConfig(
-            env=env,
+            env=settings["env"],
             split=split,
-            tasks=parse_ranges(tasks) if tasks else None,
-            models=model or ["smollm2-135m"],
+            tasks=_positions("--tasks", tasks),
+            models=models,
             backend=backend,
             n=n,
-            seeds=parse_ranges(seeds),
+            seeds=_positions("--seeds", seeds),
             temperature=temperature,
             top_p=top_p,
             rollout=RolloutConfig(
-                max_turns=max_turns,
-                max_new_tokens=max_new_tokens,
-                max_context=max_context,
-                action_format=action_format,
-                prompt_style=prompt_style,
+                **{key: settings[key] for key in SETTING_FLAGS if key != "env"},
                 max_in_flight=concurrency,
             ),
             servers=server or [],
@@ -274,7 +309,7 @@ def eval_command(
         )
         results = evaluate(config, console)
     except (ValidationError, ValueError, KeyError, PolicyError, EnvError) as problem:
-        console.print(f"[red]error:[/] {problem}")
+        console.print(f"[red]error:[/] {problem}", highlight=False)
         raise typer.Exit(2) from None
     from agenttrain.envs import get_spec
 
@@ -283,7 +318,7 @@ def eval_command(
         results,
         config,
         "agenttrain " + " ".join(sys.argv[1:]),
-        get_spec(env).breakdown_key,
+        get_spec(config.env).breakdown_key,
     )
     console.print(_summary_table(results))
     for line in env_error_lines({r.model: r.summary for r in results}):
@@ -297,6 +332,18 @@ def eval_command(
             "(--max-env-error-rate); their scores rest on too few episodes"
         )
         raise typer.Exit(ENV_ERROR_EXIT_CODE)
+
+
+def _positions(flag: str, text: str | None) -> list[int] | None:
+    """A flag's positions list (`0-29,40`); a malformed one is a usage error naming the flag."""
+    from agenttrain.eval.runner import parse_ranges
+
+    if text is None:
+        return None
+    try:
+        return parse_ranges(text)
+    except ValueError as problem:
+        raise typer.BadParameter(str(problem), param_hint=flag) from None
 
 
 def _summary_table(results: list) -> Table:
@@ -484,12 +531,14 @@ def demos(
         str,
         typer.Option(help="oracle, or any model spec (checkpoint, openai:<model>, ...)."),
     ] = "oracle",
-    n: Annotated[int, typer.Option("-n", min=1, help="Attempts per task (model solvers).")] = 1,
+    n: Annotated[
+        int, typer.Option("--samples", "-n", min=1, help="Attempts per task (model solvers).")
+    ] = 1,
     temperature: Annotated[float, typer.Option(min=0, help="Model solvers: sampling.")] = 0.7,
     max_turns: Annotated[int | None, typer.Option(min=1, help="Default: the env's.")] = None,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Per model turn.")] = 256,
     action_format: Annotated[
-        str, typer.Option("--format", help="react (thought + action) or adapt, json, raw.")
+        ActionFormat, typer.Option("--format", help="react (thought + action) or adapt, json, raw.")
     ] = "react",
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
@@ -501,7 +550,7 @@ def demos(
     from pydantic import ValidationError
 
     from agenttrain.envs.base import EnvError
-    from agenttrain.eval.runner import EvalConfig, parse_ranges
+    from agenttrain.eval.runner import EvalConfig
     from agenttrain.policy.base import PolicyError
     from agenttrain.rollout.engine import RolloutConfig
     from agenttrain.sft.demos import write_demos
@@ -510,7 +559,7 @@ def demos(
         config = EvalConfig(
             env=env,
             split=split,
-            tasks=parse_ranges(tasks) if tasks else None,
+            tasks=_positions("--tasks", tasks),
             models=[solver],
             n=n,
             seeds=[seed],
@@ -590,3 +639,215 @@ def export(
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
     console.print(f"Exported {source} to {folder}")
+
+
+# --- verl: data export, config mapping, launch (agenttrain.integrations.verl) ---------------
+
+VerlOverrideOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--verl",
+        help="An extra verl override applied after ours (repeat), e.g. "
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6.",
+    ),
+]
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(help="Folder of the parquet and agent-loop YAML. Default: <run.out_dir>/verl."),
+]
+GpusOption = Annotated[int, typer.Option("--gpus", min=1, help="GPUs per node.")]
+NodesOption = Annotated[int, typer.Option("--nodes", min=1, help="Nodes of the Ray cluster.")]
+PromptLengthOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="verl's prompt budget (instructions + first observation); the rest of "
+        "rollout.max_context is the response budget. Default: min(1024, max_context/2).",
+    ),
+]
+
+
+@app.command("data")
+def data_command(
+    env: Annotated[str, typer.Option(help="Environment (agenttrain envs lists them).")],
+    out: Annotated[Path, typer.Option(help="Folder to write <env>_<split>.parquet|json into.")],
+    split: Annotated[str, typer.Option(help="Task split, or 'all'.")] = "train",
+    data_format: Annotated[
+        str, typer.Option("--format", help="verl (parquet rows) or agentgym (id list JSON).")
+    ] = "verl",
+    tasks: Annotated[
+        str | None, typer.Option(help="Positions within the split, e.g. 0-9,20.")
+    ] = None,
+    action_format: Annotated[str, typer.Option(help="react, adapt, json or raw.")] = "react",
+    prompt_style: Annotated[
+        str, typer.Option(help="agenttrain (bugs fixed) or agentgym (verbatim).")
+    ] = "agenttrain",
+) -> None:
+    """Write an environment's tasks as training data: verl parquet or AgentGym's id lists.
+
+    Example: agenttrain data --env textcraft --split train --format verl --out data/verl
+    """
+    from agenttrain.envs.base import UnknownSplit
+    from agenttrain.envs.registry import UnknownEnvironment
+    from agenttrain.eval.runner import parse_ranges
+    from agenttrain.integrations.verl.data import DataExportError, export_data
+
+    if data_format not in ("verl", "agentgym"):
+        console.print(f"[red]error:[/] --format {data_format!r}: choose verl or agentgym")
+        raise typer.Exit(2)
+    if prompt_style not in ("agenttrain", "agentgym"):
+        console.print(f"[red]error:[/] --prompt-style {prompt_style!r}: agenttrain or agentgym")
+        raise typer.Exit(2)
+    try:
+        written = export_data(
+            env,
+            split,
+            out,
+            data_format,  # type: ignore[arg-type]
+            positions=parse_ranges(tasks) if tasks else None,
+            action_format=action_format,
+            prompt_style=prompt_style,  # type: ignore[arg-type]
+        )
+    except (DataExportError, UnknownEnvironment, UnknownSplit, ValueError) as problem:
+        console.print(f"[red]error:[/] {problem}", markup=False)
+        raise typer.Exit(2) from None
+    console.print(
+        f"Wrote {written.rows} {env} tasks of the {split} split ({data_format}) -> {written.path}",
+        markup=False,
+    )
+
+
+verl_app = typer.Typer(
+    help="Train a recipe on verl + Ray (the agenttrain[verl] extra): overrides and launch.",
+    no_args_is_help=True,
+)
+app.add_typer(verl_app, name="verl")
+
+
+def _verl_plan(
+    config: Path,
+    overrides: list[str] | None,
+    data_dir: Path | None,
+    gpus: int,
+    nodes: int,
+    prompt_length: int | None,
+    extra: list[str] | None,
+) -> Any:
+    """The verl plan of a recipe; a bad config or an unmappable value exits 2."""
+    from agenttrain.config import load
+    from agenttrain.integrations.verl.launch import plan_run
+    from agenttrain.rl.config import TrainConfig
+
+    try:
+        return plan_run(
+            load(TrainConfig, config, overrides or []),
+            data_dir=data_dir,
+            n_gpus_per_node=gpus,
+            nnodes=nodes,
+            prompt_length=prompt_length,
+            extra=extra or [],
+        )
+    except (*_set_up_errors(), ValueError) as problem:
+        console.print(f"[red]error:[/] {problem}", markup=False)
+        raise typer.Exit(2) from None
+
+
+def _write_verl_files(plan: Any, *, data: bool, only_missing: bool) -> None:
+    from agenttrain.integrations.verl.data import DataExportError
+    from agenttrain.integrations.verl.launch import write_data, write_loop_config
+
+    console.print(f"agent loop settings -> {write_loop_config(plan)}", markup=False)
+    if not data:
+        return
+    try:
+        written = write_data(plan, only_missing=only_missing)
+    except (DataExportError, KeyError, ValueError) as problem:
+        console.print(f"[red]error:[/] {problem}", markup=False)
+        raise typer.Exit(2) from None
+    for item in written:
+        console.print(f"{item.split} split: {item.rows} tasks -> {item.path}", markup=False)
+
+
+@verl_app.command("config")
+def verl_config(
+    config: Annotated[Path, typer.Argument(help="YAML recipe, e.g. configs/textcraft_grpo.yaml.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="Dotted overrides of the recipe, e.g. data.group_size=8."),
+    ] = None,
+    data_dir: DataDirOption = None,
+    gpus: GpusOption = 1,
+    nodes: NodesOption = 1,
+    prompt_length: PromptLengthOption = None,
+    write_data: Annotated[
+        bool, typer.Option(help="Also write the train and validation parquet.")
+    ] = False,
+    verl: VerlOverrideOption = None,
+) -> None:
+    """Print the verl overrides that reproduce a recipe, and the keys verl cannot follow.
+
+    Writes the agent loop's YAML (and the data with --write-data) into --data-dir.
+
+    Example: agenttrain verl config configs/textcraft_grpo.yaml --gpus 8 --write-data
+    """
+    import shlex
+
+    plan = _verl_plan(config, overrides, data_dir, gpus, nodes, prompt_length, verl)
+    for arg in plan.args():
+        typer.echo(shlex.quote(arg))
+    table = Table(title="agenttrain keys verl cannot follow")
+    table.add_column("key", no_wrap=True)
+    table.add_column("value", max_width=16)
+    table.add_column("effect", no_wrap=True)
+    table.add_column("why")
+    for item in plan.overrides.unsupported:
+        effect = "[yellow]differs[/]" if item.matters else "none"
+        table.add_row(item.key, repr(item.value), effect, item.reason)
+    console.print(table)
+    for note in plan.overrides.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    _write_verl_files(plan, data=write_data, only_missing=False)
+
+
+@verl_app.command("train")
+def verl_train(
+    config: Annotated[Path, typer.Argument(help="YAML recipe, e.g. configs/textcraft_grpo.yaml.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="Dotted overrides of the recipe, e.g. data.group_size=8."),
+    ] = None,
+    data_dir: DataDirOption = None,
+    gpus: GpusOption = 1,
+    nodes: NodesOption = 1,
+    prompt_length: PromptLengthOption = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join (RAY_ADDRESS); default: a local one.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option(help="Print the command, write and run nothing.")
+    ] = False,
+    verl: VerlOverrideOption = None,
+) -> None:
+    """Run a recipe with verl's trainer (python -m verl.trainer.main_ppo) on a GPU cluster.
+
+    Writes the agent loop's YAML and any missing parquet into --data-dir first.
+
+    Example: agenttrain verl train configs/textcraft_grpo.yaml --gpus 8 --ray-address auto
+    """
+    import shlex
+
+    from agenttrain.integrations.verl import VerlMissing, require_verl
+    from agenttrain.integrations.verl.launch import run_main_ppo
+
+    try:
+        require_verl("agenttrain verl train")
+    except VerlMissing as missing:
+        console.print(f"[red]error:[/] {missing}", markup=False)
+        raise typer.Exit(2) from None
+    plan = _verl_plan(config, overrides, data_dir, gpus, nodes, prompt_length, verl)
+    prefix = f"RAY_ADDRESS={shlex.quote(ray_address)} " if ray_address else ""
+    typer.echo(prefix + shlex.join(plan.command()))
+    if dry_run:
+        return
+    _write_verl_files(plan, data=True, only_missing=True)
+    raise typer.Exit(run_main_ppo(plan, ray_address))

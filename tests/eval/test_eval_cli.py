@@ -8,13 +8,17 @@ import pytest
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
-from agenttrain.eval.runner import expand_models, parse_ranges, select_tasks
+from agenttrain.eval.runner import expand_models, format_ranges, parse_ranges, select_tasks
 
 runner = CliRunner()
 
 
 def test_task_selection_and_ranges():
     assert parse_ranges("0-3,7, 9-10") == [0, 1, 2, 3, 7, 9, 10]
+    assert format_ranges([9, 0, 1, 2, 3, 7, 10]) == "0-3,7,9-10"
+    for bad in ("abc", "5-2", "-3", "1-x"):
+        with pytest.raises(ValueError, match="is not a number or a range"):
+            parse_ranges(bad)
     test = select_tasks("textcraft", "test", None)
     assert len(test) == 100
     assert select_tasks("textcraft", "test", [0, 1]) == test[:2]
@@ -79,7 +83,11 @@ def test_eval_writes_summary_episodes_and_a_report_with_plots(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--env", "textcraft", "--format", "xml"], "action_format"),
+        (["--format", "xml"], "'--format': Value error, 'xml' is not one of 'react', 'adapt'"),
+        (["--backend", "foo"], "'--backend': Value error, 'foo' is not one of 'hf', 'vllm'"),
+        (["--tasks", "abc"], "--tasks: 'abc' is not a number or a range low-high"),
+        (["--seeds", "0,x"], "--seeds: 'x' is not a number or a range low-high"),
+        (["--tasks", "0-500"], "--tasks positions 100-500 are outside the test split (0-99)"),
         (["--split", "dev"], "textcraft has no split 'dev'"),
         (["--model", "no-such-model"], "unknown model 'no-such-model'"),
     ],

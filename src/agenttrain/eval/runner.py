@@ -10,7 +10,7 @@ import asyncio
 import gc
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +27,7 @@ from agenttrain.policy.loader import load_policy
 from agenttrain.policy.models import resolve
 from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig, RolloutEngine
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
+from agenttrain.run import checkpoint
 from agenttrain.run.runtime import progress_display
 
 
@@ -93,7 +94,8 @@ def select_tasks(env: str, split: str, positions: Sequence[int] | None) -> list[
     outside = [p for p in positions if not 0 <= p < len(ids)]
     if outside:
         raise ValueError(
-            f"--tasks positions {outside} are outside the {split} split (0-{len(ids) - 1})"
+            f"--tasks positions {format_ranges(outside)} are outside the {split} split "
+            f"(0-{len(ids) - 1})"
         )
     return [ids[p] for p in positions]
 
@@ -102,12 +104,22 @@ def parse_ranges(text: str) -> list[int]:
     """'0-4,7,10-11' -> [0, 1, 2, 3, 4, 7, 10, 11]."""
     values: list[int] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
-        if "-" in part:
-            low, high = (int(x) for x in part.split("-", 1))
-            values += list(range(low, high + 1))
-        else:
-            values.append(int(part))
+        low, _, high = part.partition("-")
+        if not (low.isdigit() and (high.isdigit() or not high)) or int(high or low) < int(low):
+            raise ValueError(f"{part!r} is not a number or a range low-high (e.g. 0-29,40)")
+        values += list(range(int(low), int(high or low) + 1))
     return values
+
+
+def format_ranges(values: Sequence[int]) -> str:
+    """[0, 1, 2, 7, 9, 10] -> '0-2,7,9-10': what parse_ranges reads, and short to print."""
+    runs: list[list[int]] = []
+    for value in sorted(set(values)):
+        if runs and value == runs[-1][1] + 1:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value])
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
 
 
 def expand_models(specs: Sequence[str]) -> list[str]:
@@ -125,6 +137,62 @@ def expand_models(specs: Sequence[str]) -> list[str]:
                 continue
         expanded.append(spec)
     return expanded
+
+
+SETTING_FLAGS = {
+    "env": "--env",
+    "action_format": "--format",
+    "prompt_style": "--prompt-style",
+    "max_new_tokens": "--max-new-tokens",
+    "max_turns": "--max-turns",
+    "max_context": "--max-context",
+    "system_prompt": "system prompt",
+}
+"""What a checkpoint records about how its model acts (see `checkpoint.save`), and the eval
+flag that sets each."""
+
+
+def builtin_settings() -> dict[str, Any]:
+    """What eval uses for a setting no flag and no checkpoint gives."""
+    rollout = RolloutConfig()
+    return {
+        "env": EvalConfig.model_fields["env"].default,
+        **{key: getattr(rollout, key) for key in SETTING_FLAGS if key != "env"},
+    }
+
+
+def recorded_settings(models: Sequence[str], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings the checkpoints among `models` were trained with, for those not `given`
+    (None = not given). Checkpoints that disagree on one are an error naming its flag."""
+    seen: dict[str, dict[Any, str]] = {}
+    for model in expand_models(models):
+        for key, value in _generation(Path(model)).items():
+            if key in SETTING_FLAGS and given.get(key) is None:
+                seen.setdefault(key, {}).setdefault(value, model)
+    for key, values in seen.items():
+        if len(values) > 1:
+            listed = "; ".join(f"{value!r} ({model})" for value, model in values.items())
+            raise ValueError(
+                f"the checkpoints were trained with different {SETTING_FLAGS[key]} values "
+                f"({listed}); pass {SETTING_FLAGS[key]} to evaluate them the same way"
+            )
+    return {key: next(iter(seen[key])) for key in SETTING_FLAGS if key in seen}
+
+
+def describe_settings(settings: Mapping[str, Any]) -> str:
+    """Settings as the flags that would give them (the system prompt by name only)."""
+    return ", ".join(
+        "its system prompt" if key == "system_prompt" else f"{SETTING_FLAGS[key]} {value}"
+        for key, value in settings.items()
+    )
+
+
+def _generation(folder: Path) -> dict[str, Any]:
+    """The generation settings in a checkpoint's agenttrain.json (none for other models)."""
+    for meta in (folder / "model" / "agenttrain.json", folder / "agenttrain.json"):
+        if meta.is_file():
+            return dict(json.loads(meta.read_text()).get(checkpoint.GENERATION, {}))
+    return {}
 
 
 def _is_model(folder: Path) -> bool:

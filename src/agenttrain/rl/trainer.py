@@ -284,6 +284,19 @@ class Trainer(TrainingRun):
             self.config.model.path,
             state,
             self.config.trainer.keep_checkpoints,
+            generation={
+                "env": self.config.env.name,
+                **self.config.rollout.model_dump(
+                    include={
+                        "action_format",
+                        "prompt_style",
+                        "max_new_tokens",
+                        "max_turns",
+                        "max_context",
+                        "system_prompt",
+                    }
+                ),
+            },
         )
         write_training_report(self.run_dir, self.config)
         return folder

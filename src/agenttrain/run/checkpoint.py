@@ -15,6 +15,7 @@ import json
 import random
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ import torch
 from agenttrain.run.config import RESUME_VALUES
 
 PREFIX = "step-"
+GENERATION = "generation"
+"""Key of model/agenttrain.json holding the settings the model was trained to act with."""
 
 
 def checkpoints_dir(run_dir: Path) -> Path:
@@ -56,8 +59,11 @@ def save(
     base_model: str,
     state: dict[str, Any],
     keep: int,
+    generation: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write checkpoint `step` atomically and prune old ones; returns its folder."""
+    """Write checkpoint `step` atomically and prune old ones; returns its folder.
+    `generation`: how the model was asked to act (env, action format, token and turn limits,
+    system prompt), recorded in model/agenttrain.json so `agenttrain eval` asks the same."""
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step}"
@@ -67,6 +73,8 @@ def save(
         model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
         meta = {"step": step, "base_model": base_model, "adapter": is_peft(model)}
+        if generation:
+            meta[GENERATION] = {k: v for k, v in generation.items() if v is not None}
         (model_dir / "agenttrain.json").write_text(json.dumps(meta, indent=2))
         torch.save({**state, "step": step, "rng": rng_state()}, staging / "trainer_state.pt")
         if final.exists():

@@ -267,6 +267,14 @@ class SFTTrainer(TrainingRun):
             self.config.model.path,
             state,
             self.config.trainer.keep_checkpoints,
+            generation={
+                "env": self.config.data.env,
+                "action_format": self.config.eval.action_format,
+                "max_new_tokens": self.config.eval.max_new_tokens,
+                "max_turns": self.config.eval.max_turns,
+                "max_context": self.config.data.max_length,
+                "system_prompt": self.config.data.system_prompt,
+            },
         )
 
     def evaluate_final(self) -> dict[str, Any]:
