@@ -57,6 +57,8 @@ class Overrides:
     unsupported: list[Unsupported] = field(default_factory=list)
     loop: LoopSettings = field(default_factory=LoopSettings)
     """The agent loop's settings (its entry in `agent_loop_config_path`)."""
+    notes: list[str] = field(default_factory=list)
+    """Where a mapped key means something slightly different in verl."""
 
     def set(self, ours: str | None, key: str, value: Any) -> None:
         """Add `key=value`, recorded as where `ours` went (None: a setting of the launch)."""
@@ -119,9 +121,7 @@ def verl_overrides(
     return out
 
 
-def _launch(
-    out: Overrides, train: Path, val: Path, loop_path: Path, gpus: int, nodes: int
-) -> None:
+def _launch(out: Overrides, train: Path, val: Path, loop_path: Path, gpus: int, nodes: int) -> None:
     """What the launch decides: data files, the agent loop, the cluster, the rollout engine."""
     out.set(None, "data.train_files", str(train.resolve()))
     out.set(None, "data.val_files", str(val.resolve()))
@@ -218,6 +218,12 @@ def _adapter_start(out: Overrides, config: TrainConfig, spec: ModelSpec) -> None
     reason = "a LoRA checkpoint keeps its own adapter shape (adapter_config.json)"
     lora = config.model.lora
     out.into("model.lora.enabled", f"{MODEL}.lora_adapter_path")
+    kl = config.algorithm.kl
+    if kl.use_kl_loss or kl.in_reward:
+        out.notes.append(
+            "algorithm.kl: verl's KL reference for a LoRA run is the base model with the adapter "
+            f"switched off, not the starting adapter {spec.path} (ours)"
+        )
     for key, value in (
         ("rank", lora.rank),
         ("alpha", lora.alpha),
@@ -278,7 +284,8 @@ def _algorithm(out: Overrides, config: TrainConfig) -> None:
     out.set("algorithm.kl.in_reward", "algorithm.use_kl_in_reward", kl.in_reward)
     out.set("algorithm.kl.in_reward_type", "algorithm.kl_penalty", kl.in_reward_type)
     out.set("algorithm.kl.coef", "algorithm.kl_ctrl.kl_coef", kl.coef)
-    out.set("algorithm.kl.adaptive", "algorithm.kl_ctrl.type", "adaptive" if kl.adaptive else "fixed")
+    control = "adaptive" if kl.adaptive else "fixed"
+    out.set("algorithm.kl.adaptive", "algorithm.kl_ctrl.type", control)
     out.set("algorithm.kl.target", "algorithm.kl_ctrl.target_kl", kl.target)
     out.set("algorithm.kl.horizon", "algorithm.kl_ctrl.horizon", kl.horizon)
     groups = algorithm.filter_groups
@@ -298,10 +305,10 @@ def _algorithm(out: Overrides, config: TrainConfig) -> None:
         matters=algorithm.epsilon != VERL_GRPO_EPSILON,
     )
     out.unsupported_key(
-        "algorithm.carry_return_across_turns",
-        algorithm.carry_return_across_turns,
-        "verl's reinforce_plus_plus always restarts the return at environment tokens",
-        matters=algorithm.carry_return_across_turns,
+        "algorithm.return_at_env_tokens",
+        algorithm.return_at_env_tokens,
+        "verl 0.9.1's reinforce_plus_plus always carries the return through environment tokens",
+        matters=algorithm.return_at_env_tokens != "carry",
     )
     out.unsupported_key(
         "algorithm.max_turns_schedule",
@@ -385,8 +392,9 @@ def _trainer(out: Overrides, config: TrainConfig) -> None:
     out.set("trainer.test_freq", "trainer.test_freq", trainer.test_freq or -1)
     out.set("trainer.val_tasks", "data.val_max_samples", trainer.val_tasks)
     out.set("trainer.val_n", f"{ROLLOUT}.val_kwargs.n", trainer.val_n)
-    out.set("trainer.val_temperature", f"{ROLLOUT}.val_kwargs.temperature", trainer.val_temperature)
-    out.set("trainer.val_temperature", f"{ROLLOUT}.val_kwargs.do_sample", trainer.val_temperature > 0)
+    temperature = trainer.val_temperature
+    out.set("trainer.val_temperature", f"{ROLLOUT}.val_kwargs.temperature", temperature)
+    out.set("trainer.val_temperature", f"{ROLLOUT}.val_kwargs.do_sample", temperature > 0)
     out.set(
         "trainer.val_before_train",
         "trainer.val_before_train",
@@ -395,9 +403,17 @@ def _trainer(out: Overrides, config: TrainConfig) -> None:
     _resume(out, trainer.resume)
     out.set("trainer.loggers", "trainer.logger", [LOGGERS[name] for name in trainer.loggers])
     if "jsonl" in trainer.loggers:
-        out.set("trainer.loggers", f"{RUN_ENV}.VERL_FILE_LOGGER_PATH", str(folder / "metrics.jsonl"))
+        metrics = str(folder / "metrics.jsonl")
+        out.set("trainer.loggers", f"{RUN_ENV}.VERL_FILE_LOGGER_PATH", metrics)
     if "tensorboard" in trainer.loggers:
         out.set("trainer.loggers", f"{RUN_ENV}.TENSORBOARD_DIR", str(folder / "tensorboard"))
+    out.unsupported_key(
+        "trainer.max_env_error_rate",
+        trainer.max_env_error_rate,
+        "verl does not stop on environment errors; the agent loop masks such episodes and "
+        "reports them as env_error in extra_fields",
+        matters=trainer.max_env_error_rate < 1,
+    )
     trajectories = str(folder / "trajectories") if trainer.save_trajectories else None
     out.set("trainer.save_trajectories", "trainer.rollout_data_dir", trajectories)
 
