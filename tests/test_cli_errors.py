@@ -57,3 +57,27 @@ def test_a_bad_resume_value_lists_the_allowed_ones(tmp_path, command, value):
     )
     assert result.exit_code == 2, result.output
     assert "allowed values are auto, never, or a checkpoint folder" in one_line(result.output)
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("sft", "'data.train=[runs/demos/textcraft.jsonl]'"),
+        ("sft", "'data.train=[demos.jsonl]'"),
+        ("recipe", "'grpo.overrides=[trainer.total_steps=4]'"),
+    ],
+)
+def test_help_examples_keep_their_brackets(command, shown):
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    assert shown in result.output
+
+
+def test_the_next_step_hint_is_one_unbroken_command(tmp_path):
+    out = tmp_path / "a-folder-with-a-long-name-for-demonstrations" / "demos.jsonl"
+    result = runner.invoke(
+        app, ["demos", "--tasks", "0-1", "--out", str(out)], env={"COLUMNS": "60"}
+    )
+    assert result.exit_code == 0, result.output
+    hint = f"Next: agenttrain sft configs/textcraft_sft.yaml 'data.train=[{out}]'"
+    assert hint in result.output.splitlines()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -321,6 +322,7 @@ def eval_command(
         get_spec(config.env).breakdown_key,
     )
     console.print(_summary_table(results))
+    console.print(SUMMARY_NOTE, highlight=False)
     for line in env_error_lines({r.model: r.summary for r in results}):
         console.print(f"[bold red]environment errors:[/] {line}", highlight=False)
     console.print(f"Report: {report}\nEpisodes: {', '.join(str(r.episodes_path) for r in results)}")
@@ -346,28 +348,41 @@ def _positions(flag: str, text: str | None) -> list[int] | None:
         raise typer.BadParameter(str(problem), param_hint=flag) from None
 
 
-def _summary_table(results: list) -> Table:
-    from agenttrain.eval.report import LABELS, RATES_NOTE, at_k_keys, metric_cell
+SUMMARY_TITLES = {
+    "success_rate": "scored",
+    "success_rate_all": "all",
+    "mean_turns": "turns",
+    "format_error_rate": "fmt err",
+    "env_errors": "env err",
+    "tokens_per_s": "tok/s",
+}
+"""Short column titles, so an 80-column terminal shows every one whole; the caption says
+what they count."""
+SUMMARY_NOTE = (
+    "success rate, scored: over episodes without an environment error; all: over every "
+    "episode, each environment error a failure. fmt err: share of turns with a format error; "
+    "env err: episodes lost to environment errors."
+)
 
+
+def _summary_table(results: list) -> Table:
+    from agenttrain.eval.report import at_k_keys, metric_cell
+
+    passes = [k for k in at_k_keys([r.summary for r in results]) if k.startswith("pass@")]
     keys = [
         "success_rate",
         "success_rate_all",
-        *at_k_keys([r.summary for r in results]),
+        *dict.fromkeys(passes[:1] + passes[-1:]),  # pass@1 and the largest k; all in report.md
         "mean_turns",
         "format_error_rate",
         "env_errors",
         "tokens_per_s",
     ]
-    titles = {
-        **LABELS,
-        "mean_turns": "turns",
-        "format_error_rate": "format-error rate",
-        "tokens_per_s": "tok/s",
-    }
-    table = Table(title="evaluation", caption=RATES_NOTE)
-    table.add_column("model")
+    table = Table(title="evaluation", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("model", overflow="fold", min_width=12)
     for key in keys:
-        table.add_column(titles.get(key, key), justify="right")
+        title = SUMMARY_TITLES.get(key, key)
+        table.add_column(title, justify="right", min_width=len(title), no_wrap=True)
     for result in results:
         table.add_row(result.model, *(metric_cell(result.summary, key) for key in keys))
     return table
@@ -499,7 +514,8 @@ def sft(
     config: Annotated[Path, typer.Argument(help="YAML recipe, e.g. configs/textcraft_sft.yaml.")],
     overrides: Annotated[
         list[str] | None,
-        typer.Argument(help="Dotted overrides, e.g. optim.lr=1e-4 data.train=[demos.jsonl]."),
+        # Rich markup would read [...] as a style tag and drop it: \\[ shows a bracket.
+        typer.Argument(help="Dotted overrides, e.g. optim.lr=1e-4 'data.train=\\[demos.jsonl]'."),
     ] = None,
     allow_config_change: AllowConfigChangeOption = False,
 ) -> None:
@@ -508,7 +524,7 @@ def sft(
     Reads agenttrain trajectories (from `demos` or `eval`), AgentGym AgentTraj or chat JSONL;
     writes checkpoints that `agenttrain train model.path=...` continues from.
 
-    Example: agenttrain sft configs/textcraft_sft.yaml data.train=[runs/demos/textcraft.jsonl]
+    Example: agenttrain sft configs/textcraft_sft.yaml 'data.train=\\[runs/demos/textcraft.jsonl]'
     """
     from agenttrain.config import load
     from agenttrain.sft.config import SFTConfig
@@ -578,6 +594,7 @@ def demos(
         f"{result.turns} turns -> {result.out}\n"
         f"Next: agenttrain sft configs/textcraft_sft.yaml 'data.train=[{result.out}]'",
         markup=False,
+        soft_wrap=True,  # a command broken over lines cannot be copied
     )
     if result.kept == 0:
         raise typer.Exit(1)
@@ -591,7 +608,7 @@ def recipe(
     overrides: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Dotted overrides, e.g. eval.n=2 'grpo.overrides=[trainer.total_steps=4]'."
+            help="Dotted overrides, e.g. eval.n=2 'grpo.overrides=\\[trainer.total_steps=4]'."
         ),
     ] = None,
 ) -> None:

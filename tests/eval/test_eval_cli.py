@@ -102,3 +102,48 @@ def test_show_rejects_a_missing_file_and_a_bad_index(tmp_path):
     assert runner.invoke(app, ["show", str(tmp_path / "nope.jsonl")]).exit_code == 2
     (tmp_path / "one.jsonl").write_text("")
     assert runner.invoke(app, ["show", str(tmp_path / "one.jsonl"), "--index", "3"]).exit_code == 2
+
+
+def test_the_terminal_table_shows_every_header_whole_in_80_columns():
+    from io import StringIO
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from agenttrain.cli import SUMMARY_TITLES, _summary_table
+    from agenttrain.eval.runner import ModelResult
+
+    summary = {
+        "success_rate": 0.5,
+        "success_rate_all": 0.25,
+        "mean_turns": 7.5,
+        "format_error_rate": 0.012,
+        "env_errors": 3,
+        "tokens_per_s": 1234.5,
+        "tasks": 40,
+        **{f"pass@{k}": 0.5 for k in (1, 2, 4, 8)},
+        "avg@8": 0.5,
+    }
+    model = "runs/textcraft-recipe/grpo/checkpoints/step-8"
+    out = StringIO()
+    Console(file=out, width=80).print(
+        _summary_table([ModelResult(model, summary, Path("e.jsonl"), 1.0)])
+    )
+    text = out.getvalue()
+    assert "…" not in text
+    for title in [*SUMMARY_TITLES.values(), "pass@1", "pass@8"]:
+        assert title in text
+
+
+def test_a_failed_eval_leaves_no_empty_run_folder(tmp_path):
+    out = tmp_path / "eval"
+    dead = "http://127.0.0.1:1/v1"  # nothing listens on port 1
+    args = ["--model", "openai:some-model", "--openai-base-url", dead, "--tasks", "0"]
+    result = runner.invoke(
+        app,
+        ["eval", *args, "--out", str(out)],
+        env={"COLUMNS": "200", "OPENAI_API_KEY": "unused"},
+    )
+    assert result.exit_code == 2, result.output
+    assert "unreachable" in result.output
+    assert not out.exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -234,11 +235,12 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelRe
         timeout_s=config.rollout.env_timeout_s,
     )
     loop = asyncio.new_event_loop()  # one loop, so one HTTP pool serves every model
+    created = not config.out.exists()
+    results: list[ModelResult] = []
     try:
         loop.run_until_complete(envs.open(tasks))  # wrong or incomplete servers fail here
         config.out.mkdir(parents=True, exist_ok=True)
         (config.out / "config.json").write_text(config.model_dump_json(indent=2))
-        results = []
         for model in models:
             console.print(
                 f"[bold]{model}[/]: {len(tasks)} {spec.display_name} tasks × "
@@ -247,6 +249,10 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelRe
             )
             results.append(_evaluate_model(config, envs, loop, model, requests, console))
             gc.collect()
+    except BaseException:
+        if created and not results:  # a failed eval leaves no empty run folder behind
+            shutil.rmtree(config.out, ignore_errors=True)
+        raise
     finally:
         loop.run_until_complete(envs.aclose())
         loop.close()

@@ -215,5 +215,6 @@ class TrainingRun:
         state = "stopped at" if self.stop_requested else "finished"
         self.console.print(
             f"[bold]{state} step {self.step}[/]\nRun: {self.run_dir}\nReport: {report}\n"
-            f"Checkpoint: {checkpoint.latest(self.run_dir)}"
+            f"Checkpoint: {checkpoint.latest(self.run_dir)}",
+            soft_wrap=True,  # paths broken over lines cannot be copied
         )
