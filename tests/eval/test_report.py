@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agenttrain.eval.metrics import summarize
-from agenttrain.eval.report import metrics_table, plot_comparison
+from agenttrain.eval.report import metrics_table, played_turns, plot_comparison
 from eval.test_metrics import episode
 
 
@@ -24,3 +24,13 @@ def test_the_comparison_shows_both_rates_the_error_count_and_partial_task_counts
 
     plot_comparison(summaries, tmp_path / "comparison.png")
     assert (tmp_path / "comparison.png").stat().st_size > 1000
+
+
+def test_env_error_episodes_are_neither_a_depth_bucket_nor_zero_turn_episodes():
+    failed = episode(3, False, finish="env_error", turns=0)
+    failed.task_info = {}  # the environment failed before the first observation
+    trajectories = [episode(1, True, depth=2), episode(2, False, depth=2), failed]
+    summary = summarize(trajectories, group_by="depth")
+    assert set(summary["by_depth"]) == {"2"}
+    assert summary["episodes"] == 3 and summary["env_errors"] == 1
+    assert played_turns(trajectories) == [2, 2]

@@ -47,7 +47,10 @@ def summarize(
     if group_by:
         groups: dict[Any, list[Trajectory]] = defaultdict(list)
         for trajectory in trajectories:
-            groups[trajectory.task_info.get(group_by)].append(trajectory)
+            # An episode that failed before its first observation has no value to group by;
+            # it is counted in the totals, not as a group of its own ("depth None").
+            if trajectory.task_info.get(group_by) is not None:
+                groups[trajectory.task_info[group_by]].append(trajectory)
         summary[f"by_{group_by}"] = {
             str(value): _metrics(members, ks)
             for value, members in sorted(groups.items(), key=lambda kv: str(kv[0]))

@@ -143,10 +143,16 @@ def plot_breakdown(summaries: dict[str, dict[str, Any]], key: str, path: Path) -
     return True
 
 
+def played_turns(trajectories: Sequence[Trajectory]) -> list[int]:
+    """Turns per episode, leaving out env-error episodes: their count says where the
+    environment failed, not how long the model took."""
+    return [t.num_turns for t in trajectories if t.finish_reason != "env_error"]
+
+
 def plot_distributions(episodes: dict[str, list[Trajectory]], path: Path) -> None:
     figure, (turns_axes, reward_axes) = plt.subplots(1, 2, figsize=(10, 3.5))
     for model, trajectories in episodes.items():
-        turns = [t.num_turns for t in trajectories]
+        turns = played_turns(trajectories)
         rewards = [t.reward for t in trajectories if t.reward is not None]
         top = max(turns, default=1)
         turns_axes.hist(
