@@ -8,6 +8,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from agenttrain.run import checkpoint
 from agenttrain.run.tracking import read_metrics
@@ -18,8 +20,16 @@ PANELS = (
     ("entropy", ("actor/entropy",)),
     ("response length (tokens)", ("response_length/mean",)),
     ("turns per episode", ("num_turns/mean",)),
-    ("losses", ("actor/pg_loss", "actor/loss", "actor/grad_norm")),
+    ("losses", ("actor/pg_loss", "actor/loss")),
+    ("gradient norm", ("actor/grad_norm",)),
 )
+LINE_STYLES = (
+    {"linestyle": "-", "marker": "o", "linewidth": 3.0, "alpha": 0.6},
+    {"linestyle": "--", "marker": "s", "linewidth": 1.5},
+    {"linestyle": ":", "marker": "^", "linewidth": 1.5},
+)
+"""One per line of a panel: the first wide and pale under dashed and dotted ones, so lines
+with equal values (score and success of 0/1 rewards) stay visible."""
 HEADLINE = (
     "critic/score/mean",
     "env/success_rate",
@@ -37,19 +47,27 @@ def _series(rows: list[dict[str, float]], key: str) -> tuple[list[float], list[f
     return [p[0] for p in points], [p[1] for p in points]
 
 
-def plot_training(rows: list[dict[str, float]], path: Path) -> None:
+def shown_panels(rows: list[dict[str, float]]) -> list[tuple[str, tuple[str, ...]]]:
+    """The panels with something to show: a panel whose metrics are all absent or zero (KL
+    when no KL term is used) is left out rather than drawn flat."""
+    return [
+        (title, keys) for title, keys in PANELS if any(row.get(key) for row in rows for key in keys)
+    ]
+
+
+def training_figure(rows: list[dict[str, float]]) -> Figure:
     figure, axes = plt.subplots(2, 4, figsize=(18, 7))
     flat = axes.flatten()
-    for axis, (title, keys) in zip(flat, PANELS, strict=False):
-        for key in keys:
+    panels = shown_panels(rows)
+    for axis, (title, keys) in zip(flat, panels, strict=False):
+        for key, style in zip(keys, LINE_STYLES, strict=False):
             steps, values = _series(rows, key)
             if steps:
-                axis.plot(steps, values, marker="o", markersize=3, label=key)
+                axis.plot(steps, values, markersize=3, label=key, **style)
         axis.set_title(title)
-        axis.set_xlabel("step")
         if axis.get_legend_handles_labels()[0]:
             axis.legend(fontsize=7)
-    timing_axis = flat[len(PANELS)]
+    timing_axis = flat[len(panels)]
     timing_keys = sorted(
         {k for row in rows for k in row if k.startswith("timing_s/") and k != "timing_s/step"}
     )
@@ -60,12 +78,19 @@ def plot_training(rows: list[dict[str, float]], path: Path) -> None:
         timing_axis.bar(steps, values, bottom=bottom, label=key.removeprefix("timing_s/"))
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     timing_axis.set_title("time per step (s)")
-    timing_axis.set_xlabel("step")
     if timing_keys:
         timing_axis.legend(fontsize=7)
-    for axis in flat[len(PANELS) + 1 :]:
+    for axis in flat[: len(panels) + 1]:
+        axis.set_xlabel("step")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
+    for axis in flat[len(panels) + 1 :]:
         axis.axis("off")
     figure.tight_layout()
+    return figure
+
+
+def plot_training(rows: list[dict[str, float]], path: Path) -> None:
+    figure = training_figure(rows)
     figure.savefig(path, dpi=100)
     plt.close(figure)
 

@@ -1,0 +1,57 @@
+"""The training plots show what each metric says: no hidden lines, no flat panels, no
+fractional steps, no gradient norm on the loss scale."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from agenttrain.rl.report import training_figure
+
+
+def rows(kl: float) -> list[dict[str, float]]:
+    return [
+        {
+            "step": step,
+            "critic/score/mean": 0.5,
+            "env/success_rate": 0.5,  # equal to the score: 0/1 rewards
+            "actor/kl_loss": kl,
+            "actor/ppo_kl": 0.0,
+            "actor/pg_loss": 0.01,
+            "actor/grad_norm": 40.0,
+            "timing_s/gen": 1.0,
+            "timing_s/step": 1.5,
+        }
+        for step in (1, 2, 3)
+    ]
+
+
+def panels(figure) -> dict[str, object]:
+    return {axis.get_title(): axis for axis in figure.axes if axis.get_title()}
+
+
+def test_the_kl_panel_is_hidden_when_no_kl_is_used_and_shown_when_it_is():
+    without, with_kl = training_figure(rows(0.0)), training_figure(rows(0.02))
+    try:
+        assert "KL" not in panels(without)
+        assert "KL" in panels(with_kl)
+    finally:
+        plt.close(without)
+        plt.close(with_kl)
+
+
+def test_equal_lines_stay_visible_steps_are_whole_and_grad_norm_has_its_own_panel():
+    figure = training_figure(rows(0.0))
+    try:
+        shown = panels(figure)
+        score, success = shown["reward and success"].get_lines()
+        assert score.get_linestyle() != success.get_linestyle()
+        assert score.get_linewidth() > success.get_linewidth()
+        losses = [line.get_label() for line in shown["losses"].get_lines()]
+        assert losses == ["actor/pg_loss"]
+        assert [line.get_label() for line in shown["gradient norm"].get_lines()] == [
+            "actor/grad_norm"
+        ]
+        for axis in shown.values():
+            assert all(tick == int(tick) for tick in axis.get_xticks())
+    finally:
+        plt.close(figure)
