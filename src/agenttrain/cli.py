@@ -674,6 +674,17 @@ DataDirOption = Annotated[
 ]
 GpusOption = Annotated[int, typer.Option("--gpus", min=1, help="GPUs per node.")]
 NodesOption = Annotated[int, typer.Option("--nodes", min=1, help="Nodes of the Ray cluster.")]
+
+
+def _refusal(problem: object) -> typer.Exit:
+    """Print one unwrapped error line (messages hold brackets and install commands); the exit
+    (status 2) to raise."""
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/] {escape(str(problem))}", soft_wrap=True)
+    return typer.Exit(2)
+
+
 PromptLengthOption = Annotated[
     int | None,
     typer.Option(
@@ -699,23 +710,32 @@ def data_command(
     prompt_style: Annotated[
         str, typer.Option(help="agenttrain (bugs fixed) or agentgym (verbatim).")
     ] = "agenttrain",
+    first_observation: Annotated[
+        bool,
+        typer.Option(
+            help="End each verl prompt with the task's first observation (verl <= 0.7's "
+            "interaction path; the agent loop adds it itself)."
+        ),
+    ] = False,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Write an environment's tasks as training data: verl parquet or AgentGym's id lists.
 
     Example: agenttrain data --env textcraft --split train --format verl --out data/verl
     """
-    from agenttrain.envs.base import UnknownSplit
-    from agenttrain.envs.registry import UnknownEnvironment
+    from agenttrain.envs.source import EnvSource
     from agenttrain.eval.runner import parse_ranges
     from agenttrain.integrations.verl.data import DataExportError, export_data
 
     if data_format not in ("verl", "agentgym"):
-        console.print(f"[red]error:[/] --format {data_format!r}: choose verl or agentgym")
-        raise typer.Exit(2)
+        raise _refusal(f"--format {data_format!r}: choose verl or agentgym") from None
     if prompt_style not in ("agenttrain", "agentgym"):
-        console.print(f"[red]error:[/] --prompt-style {prompt_style!r}: agenttrain or agentgym")
-        raise typer.Exit(2)
+        raise _refusal(f"--prompt-style {prompt_style!r}: choose agenttrain or agentgym") from None
+    if first_observation and data_format != "verl":
+        raise _refusal("--first-observation applies to --format verl only") from None
     try:
+        source = EnvSource(env, servers=server or (), token=token) if first_observation else None
         written = export_data(
             env,
             split,
@@ -724,13 +744,14 @@ def data_command(
             positions=parse_ranges(tasks) if tasks else None,
             action_format=action_format,
             prompt_style=prompt_style,  # type: ignore[arg-type]
+            first_observation_from=source,
         )
-    except (DataExportError, UnknownEnvironment, UnknownSplit, ValueError) as problem:
-        console.print(f"[red]error:[/] {problem}", markup=False)
-        raise typer.Exit(2) from None
+    except (DataExportError, *_set_up_errors(), ValueError) as problem:
+        raise _refusal(problem) from None
     console.print(
         f"Wrote {written.rows} {env} tasks of the {split} split ({data_format}) -> {written.path}",
         markup=False,
+        soft_wrap=True,
     )
 
 
@@ -765,24 +786,24 @@ def _verl_plan(
             extra=extra or [],
         )
     except (*_set_up_errors(), ValueError) as problem:
-        console.print(f"[red]error:[/] {problem}", markup=False)
-        raise typer.Exit(2) from None
+        raise _refusal(problem) from None
 
 
 def _write_verl_files(plan: Any, *, data: bool, only_missing: bool) -> None:
     from agenttrain.integrations.verl.data import DataExportError
     from agenttrain.integrations.verl.launch import write_data, write_loop_config
 
-    console.print(f"agent loop settings -> {write_loop_config(plan)}", markup=False)
+    console.print(f"agent loop settings -> {write_loop_config(plan)}", markup=False, soft_wrap=True)
     if not data:
         return
     try:
         written = write_data(plan, only_missing=only_missing)
     except (DataExportError, KeyError, ValueError) as problem:
-        console.print(f"[red]error:[/] {problem}", markup=False)
-        raise typer.Exit(2) from None
+        raise _refusal(problem) from None
     for item in written:
-        console.print(f"{item.split} split: {item.rows} tasks -> {item.path}", markup=False)
+        console.print(
+            f"{item.split} split: {item.rows} tasks -> {item.path}", markup=False, soft_wrap=True
+        )
 
 
 @verl_app.command("config")
@@ -822,7 +843,7 @@ def verl_config(
         table.add_row(item.key, repr(item.value), effect, item.reason)
     console.print(table)
     for note in plan.overrides.notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     _write_verl_files(plan, data=write_data, only_missing=False)
 
 
@@ -859,8 +880,7 @@ def verl_train(
     try:
         require_verl("agenttrain verl train")
     except VerlMissing as missing:
-        console.print(f"[red]error:[/] {missing}", markup=False)
-        raise typer.Exit(2) from None
+        raise _refusal(missing) from None
     plan = _verl_plan(config, overrides, data_dir, gpus, nodes, prompt_length, verl)
     prefix = f"RAY_ADDRESS={shlex.quote(ray_address)} " if ray_address else ""
     typer.echo(prefix + shlex.join(plan.command()))

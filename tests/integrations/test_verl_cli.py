@@ -112,5 +112,12 @@ def test_verl_train_dry_run_prints_the_command_and_writes_nothing(smollm2_dir, t
     assert words[0] == "RAY_ADDRESS=auto"
     assert words[1:4] == [sys.executable, "-m", "verl.trainer.main_ppo"]
     assert words[-1] == "trainer.val_before_train=false"  # the user's override comes last
-    assert f"data.train_files={tmp_path}/run/verl/textcraft_train.parquet" in words
+    assert f"data.train_files=[{tmp_path}/run/verl/textcraft_train.parquet]" in words
     assert not (tmp_path / "run").exists()
+
+
+def test_first_observation_is_refused_for_agentgym_id_lists(tmp_path):
+    args = ["data", "--env", "textcraft", "--format", "agentgym", "--first-observation"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path)], env=WIDE)
+    assert result.exit_code == 2
+    assert "--first-observation applies to --format verl only" in result.output

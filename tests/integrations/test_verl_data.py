@@ -74,3 +74,26 @@ def test_prompt_settings_reach_the_rows(tokenizer, tmp_path):
         *expected,
     ]
     assert item["extra_info"]["split"] == "test"
+
+
+def test_first_observation_ends_the_prompt_for_the_interaction_path(
+    tokenizer, tmp_path, textcraft_url
+):
+    """verl <= 0.7's interaction answers only after the model's first reply, so its rows
+    carry the task's first observation, read here from a real server."""
+    import asyncio
+
+    from agenttrain.envs import make_env
+    from agenttrain.envs.source import EnvSource
+
+    source = EnvSource("textcraft", servers=[textcraft_url])
+    written = export_data(
+        "textcraft", "val", tmp_path, "verl", positions=[3, 4], first_observation_from=source
+    )
+    dataset = load_in_verl(written.path, tokenizer, tmp_path)
+    for index, position in enumerate((3, 4)):
+        task_id = get_spec("textcraft").split("val")[position]
+        expected = asyncio.run(make_env("textcraft").reset(task_id)).text
+        item = dataset[index]
+        assert dict(item["raw_prompt"][-1]) == {"role": "user", "content": expected}
+        assert item["extra_info"]["task_id"] == task_id

@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from agenttrain.config import load
+from agenttrain.integrations.verl.data import data_file
 from agenttrain.integrations.verl.overrides import Overrides, verl_overrides
 from agenttrain.integrations.verl.settings import AGENT_NAME
 from agenttrain.rl.config import TrainConfig
@@ -62,11 +63,17 @@ def recipe(model_dir: Path, overrides: list[str], tmp_path: Path) -> TrainConfig
     return load(TrainConfig, CONFIGS / "textcraft_grpo.yaml", base + overrides)
 
 
+def several(model_dir: Path, envs: str, tmp_path: Path) -> TrainConfig:
+    """A multi-environment recipe (no `env:` section, as `envs` replaces it)."""
+    base = [f"model.path={model_dir}", f"run.out_dir={tmp_path / 'run'}"]
+    return load(TrainConfig, None, [*base, "rollout.max_context=2048", envs])
+
+
 def generate(config: TrainConfig, tmp_path: Path, **kwargs: Any) -> Overrides:
     return verl_overrides(
         config,
-        train_files=tmp_path / "textcraft_train.parquet",
-        val_files=tmp_path / "textcraft_val.parquet",
+        train_files=[data_file(tmp_path, e.name, e.split, "verl") for e in config.environments],
+        val_files=[data_file(tmp_path, e.name, e.val_split, "verl") for e in config.environments],
         loop_config_path=tmp_path / "agent_loop.yaml",
         **kwargs,
     )
@@ -163,6 +170,28 @@ def test_overrides_compose_with_verls_config_and_validate(
     lora = config.model.lora
     assert composed.actor_rollout_ref.model.lora_rank == (lora.rank if lora.enabled else 0)
     assert composed.actor_rollout_ref.model.path == str(smollm2_dir)
+    assert list(composed.data.train_files) == [str(tmp_path / "textcraft_train.parquet")]
+
+
+def test_several_environments_train_from_one_data_file_each(smollm2_dir, tmp_path, verl_config_dir):
+    servers = "{name: largest, servers: [http://env-host:36001], weight: 3}"
+    config = several(smollm2_dir, f"envs=[textcraft, {servers}]", tmp_path)
+    result = generate(config, tmp_path)
+    composed = compose(verl_config_dir, result.args)
+    validate(composed)
+    assert list(composed.data.train_files) == [
+        str(tmp_path / "textcraft_train.parquet"),
+        str(tmp_path / "largest_train.parquet"),
+    ]
+    assert result.loop.servers == {"largest": ["http://env-host:36001"]}
+    weight = next(item for item in result.unsupported if item.key == "env.weight")
+    assert weight.value == [1, 3] and weight.matters
+
+
+def test_environments_needing_different_loop_settings_are_refused(smollm2_dir, tmp_path):
+    config = several(smollm2_dir, "envs=[textcraft, {name: largest, action_format: raw}]", tmp_path)
+    with pytest.raises(ValueError, match=r"env\.action_format differs between environments"):
+        generate(config, tmp_path)
 
 
 def test_dapo_filter_recipe_maps_to_verls_v1_group_filter(smollm2_dir, tmp_path, verl_config_dir):

@@ -3,12 +3,15 @@ registered environment and split.
 
 A verl row holds the conversation start (our environment's instructions in the chosen action
 format), not the first observation: the agent loop resets the environment to the row's task
-and adds it. The row's keys are uniform across rows, because parquet turns dicts into structs
-and a key missing from one row would come back as None (pandas issue 53798).
+and adds it. Only verl <= 0.7's interaction path needs the first observation in the prompt
+(`first_observation`), since an interaction speaks only after the model's first reply. The
+row's keys are uniform across rows, because parquet turns dicts into structs and a key missing
+from one row would come back as None (pandas issue 53798).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from typing import Any, Literal
 from agenttrain.agent.conversation import PromptStyle, conversation_start
 from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec
+from agenttrain.envs.source import EnvSource
 from agenttrain.eval.runner import select_tasks
 from agenttrain.integrations.verl import INSTALL_HINT
 from agenttrain.integrations.verl.settings import AGENT_NAME
@@ -43,6 +47,19 @@ def data_file(out_dir: Path, env: str, split: str, data_format: DataFormat) -> P
     return out_dir / f"{env}_{split}{suffix}"
 
 
+async def first_observations(source: EnvSource, task_ids: Sequence[int]) -> list[str]:
+    """Each task's first observation, read by resetting an environment to it."""
+    texts = []
+    async with source:
+        for task_id in task_ids:
+            env = source.environment()
+            try:
+                texts.append((await env.reset(task_id)).text)
+            finally:
+                await env.close()
+    return texts
+
+
 def verl_rows(
     env: str,
     split: str,
@@ -51,16 +68,19 @@ def verl_rows(
     action_format: str = "react",
     prompt_style: PromptStyle = "agenttrain",
     system_prompt: str | None = None,
+    observations: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One verl row per task; the agent loop reads `extra_info.env` and `extra_info.task_id`."""
+    """One verl row per task; the agent loop reads `extra_info.env` and `extra_info.task_id`.
+    `observations` (one per task) end the prompts, for verl <= 0.7's interaction path."""
     spec = get_spec(env)
-    prompt = conversation_start(spec, get_format(action_format, spec), prompt_style)
+    start = conversation_start(spec, get_format(action_format, spec), prompt_style)
     if system_prompt is not None:
-        prompt = [{"role": "system", "content": system_prompt}, *prompt]
+        start = [{"role": "system", "content": system_prompt}, *start]
+    firsts = [[{"role": "user", "content": text}] for text in observations or ()]
     return [
         {
             "data_source": f"agenttrain/{spec.name}",
-            "prompt": prompt,
+            "prompt": start + (firsts[index] if firsts else []),
             "ability": f"agent/{spec.name}",
             "reward_model": {"style": "env", "ground_truth": str(task_id)},
             "extra_info": {
@@ -83,17 +103,17 @@ def agentgym_items(env: str, task_ids: Sequence[int]) -> list[dict[str, str]]:
     return [{"item_id": f"{env}_{task_id}"} for task_id in task_ids]
 
 
-def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+def parquet_modules() -> tuple[Any, Any]:
+    """pyarrow and pyarrow.parquet, or the install command (checked before any work)."""
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow
+        import pyarrow.parquet
     except ImportError:
         raise DataExportError(
             f"writing verl parquet needs pyarrow, which is not installed: {INSTALL_HINT} "
             "(or pip install 'pyarrow>=19')"
         ) from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path)
+    return pyarrow, pyarrow.parquet
 
 
 def export_data(
@@ -106,13 +126,19 @@ def export_data(
     action_format: str = "react",
     prompt_style: PromptStyle = "agenttrain",
     system_prompt: str | None = None,
+    first_observation_from: EnvSource | None = None,
 ) -> ExportedData:
-    """Write the tasks of `split` (those at `positions` only, if given) in `data_format`."""
+    """Write the tasks of `split` (those at `positions` only, if given) in `data_format`;
+    verl prompts end with each task's first observation if `first_observation_from` is given."""
     task_ids = select_tasks(env, split, positions)
     if not task_ids:
         raise DataExportError(f"{env} split {split!r} selects no tasks")
     path = data_file(out_dir, env, split, data_format)
     if data_format == "verl":
+        pyarrow, parquet = parquet_modules()
+        observations = None
+        if first_observation_from is not None:
+            observations = asyncio.run(first_observations(first_observation_from, task_ids))
         rows = verl_rows(
             env,
             split,
@@ -120,8 +146,10 @@ def export_data(
             action_format=action_format,
             prompt_style=prompt_style,
             system_prompt=system_prompt,
+            observations=observations,
         )
-        write_parquet(rows, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        parquet.write_table(pyarrow.Table.from_pylist(rows), path)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(agentgym_items(env, task_ids), indent=1) + "\n")

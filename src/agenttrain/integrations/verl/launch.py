@@ -15,7 +15,7 @@ import yaml
 from agenttrain.integrations.verl.data import ExportedData, data_file, export_data
 from agenttrain.integrations.verl.overrides import Overrides, verl_overrides
 from agenttrain.integrations.verl.settings import loop_entry
-from agenttrain.rl.config import TrainConfig
+from agenttrain.rl.config import EnvConfig, TrainConfig
 
 LOOP_FILE = "agent_loop.yaml"
 """The agent loop's entry for verl (`agent_loop_config_path`), written next to the data."""
@@ -32,12 +32,17 @@ class VerlPlan:
     """verl overrides of the user's own, applied after ours (e.g. GPU memory settings)."""
 
     @property
-    def train_file(self) -> Path:
-        return data_file(self.data_dir, self.config.env.name, self.config.env.split, "verl")
+    def train_files(self) -> list[Path]:
+        """One parquet per environment of the run (verl concatenates them)."""
+        return [data_file(self.data_dir, e.name, e.split, "verl") for e in self.environments]
 
     @property
-    def val_file(self) -> Path:
-        return data_file(self.data_dir, self.config.env.name, self.config.env.val_split, "verl")
+    def val_files(self) -> list[Path]:
+        return [data_file(self.data_dir, e.name, e.val_split, "verl") for e in self.environments]
+
+    @property
+    def environments(self) -> list[EnvConfig]:
+        return self.config.environments
 
     @property
     def loop_file(self) -> Path:
@@ -62,11 +67,11 @@ def plan_run(
 ) -> VerlPlan:
     """The run's plan; data and the loop YAML go to `data_dir` (default `<run.out_dir>/verl`)."""
     folder = (data_dir or config.run.out_dir / "verl").resolve()
-    env = config.env
+    entries = config.environments
     overrides = verl_overrides(
         config,
-        train_files=data_file(folder, env.name, env.split, "verl"),
-        val_files=data_file(folder, env.name, env.val_split, "verl"),
+        train_files=[data_file(folder, e.name, e.split, "verl") for e in entries],
+        val_files=[data_file(folder, e.name, e.val_split, "verl") for e in entries],
         loop_config_path=folder / LOOP_FILE,
         n_gpus_per_node=n_gpus_per_node,
         nnodes=nnodes,
@@ -86,23 +91,24 @@ def write_loop_config(plan: VerlPlan) -> Path:
 
 
 def write_data(plan: VerlPlan, *, only_missing: bool = False) -> list[ExportedData]:
-    """The train and validation parquet, with the recipe's prompt settings."""
-    rollout, env = plan.config.rollout, plan.config.env
+    """The train and validation parquet of every environment, with the recipe's prompt
+    settings (the action format the agent loop parses)."""
+    rollout = plan.config.rollout
     written = []
-    for split, path in ((env.split, plan.train_file), (env.val_split, plan.val_file)):
-        if only_missing and path.exists():
-            continue
-        written.append(
-            export_data(
-                env.name,
+    for entry in plan.environments:
+        for split in (entry.split, entry.val_split):
+            if only_missing and data_file(plan.data_dir, entry.name, split, "verl").exists():
+                continue
+            exported = export_data(
+                entry.name,
                 split,
                 plan.data_dir,
                 "verl",
-                action_format=rollout.action_format,
+                action_format=plan.overrides.loop.action_format,
                 prompt_style=rollout.prompt_style,
                 system_prompt=rollout.system_prompt,
             )
-        )
+            written.append(exported)
     return written
 
 

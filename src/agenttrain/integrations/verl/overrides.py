@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,8 @@ def hydra_value(value: Any) -> str:
 def verl_overrides(
     config: TrainConfig,
     *,
-    train_files: Path,
-    val_files: Path,
+    train_files: Sequence[Path],
+    val_files: Sequence[Path],
     loop_config_path: Path,
     n_gpus_per_node: int = 1,
     nnodes: int = 1,
@@ -121,10 +122,17 @@ def verl_overrides(
     return out
 
 
-def _launch(out: Overrides, train: Path, val: Path, loop_path: Path, gpus: int, nodes: int) -> None:
+def _launch(
+    out: Overrides,
+    train: Sequence[Path],
+    val: Sequence[Path],
+    loop_path: Path,
+    gpus: int,
+    nodes: int,
+) -> None:
     """What the launch decides: data files, the agent loop, the cluster, the rollout engine."""
-    out.set(None, "data.train_files", str(train.resolve()))
-    out.set(None, "data.val_files", str(val.resolve()))
+    out.set(None, "data.train_files", [str(path.resolve()) for path in train])
+    out.set(None, "data.val_files", [str(path.resolve()) for path in val])
     out.set(None, f"{ROLLOUT}.agent.agent_loop_config_path", str(loop_path.resolve()))
     out.set(None, f"{ROLLOUT}.agent.default_agent_loop", AGENT_NAME)
     out.set(None, f"{ROLLOUT}.name", "vllm")
@@ -144,17 +152,38 @@ def _run(out: Overrides, config: TrainConfig) -> None:
 
 
 def _environment(out: Overrides, config: TrainConfig) -> None:
-    env = config.env
-    out.into("env.name", "data.train_files")
-    out.into("env.name", "data.val_files")
-    out.into("env.split", "data.train_files")
-    out.into("env.val_split", "data.val_files")
-    out.loop.env_kwargs = {env.name: dict(env.kwargs)} if env.kwargs else {}
+    """The run's environments (`env`, or each of `envs`): one data file per environment and
+    split, their servers and constructor arguments in the loop's settings."""
+    entries = config.environments
+    for key in ("env.name", "env.split", "envs"):
+        out.into(key, "data.train_files")
+    for key in ("env.name", "env.val_split", "envs"):
+        out.into(key, "data.val_files")
+    out.loop.env_kwargs = {e.name: dict(e.kwargs) for e in entries if e.kwargs}
     out.into("env.kwargs", "loop.env_kwargs")
-    out.loop.servers = {env.name: list(env.servers)} if env.servers else {}
+    out.loop.servers = {e.name: list(e.servers) for e in entries if e.servers}
     out.into("env.servers", "loop.servers")
-    out.loop.token = env.token
+    out.loop.token = _one_value("env.token", [e.token for e in entries if e.servers])
     out.into("env.token", "loop.token")
+    weights = [e.weight for e in entries]
+    out.unsupported_key(
+        "env.weight",
+        weights if config.envs else weights[0],
+        "verl samples rows uniformly from all data files",
+        matters=len(set(weights)) > 1,
+    )
+
+
+def _one_value(key: str, values: list[Any]) -> Any:
+    """The one value every environment shares (None if there is none): the agent loop's
+    settings hold one for all environments."""
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) > 1:
+        raise ValueError(
+            f"{key} differs between environments ({distinct}); verl's agent loop takes one "
+            "value for all of them: run one verl job per value"
+        )
+    return distinct[0] if distinct else None
 
 
 def _model(out: Overrides, config: TrainConfig) -> None:
@@ -179,13 +208,13 @@ def _model(out: Overrides, config: TrainConfig) -> None:
     out.unsupported_key(
         "model.lora.dropout",
         lora.dropout,
-        "verl's FSDP LoRA has no dropout (it trains with 0)",
+        "verl's FSDP LoRA has no dropout (0)",
         matters=lora.enabled and lora.dropout > 0,
     )
     out.unsupported_key(
         "model.device",
         model.device,
-        "verl places the model on its GPUs (trainer.device=cuda)",
+        "verl trains on its GPUs",
         matters=False,
     )
     out.set("model.generation_dtype", f"{ROLLOUT}.dtype", DTYPES[model.generation_dtype])
@@ -215,7 +244,7 @@ def _adapter_start(out: Overrides, config: TrainConfig, spec: ModelSpec) -> None
     out.set("model.path", f"{MODEL}.lora_adapter_path", str(spec.path))
     out.set("model.path", f"{MODEL}.lora_rank", int(adapter["r"]))
     out.set("model.path", f"{MODEL}.lora_alpha", int(adapter["lora_alpha"]))
-    reason = "a LoRA checkpoint keeps its own adapter shape (adapter_config.json)"
+    reason = "a LoRA checkpoint keeps its own shape (adapter_config.json)"
     lora = config.model.lora
     out.into("model.lora.enabled", f"{MODEL}.lora_adapter_path")
     kl = config.algorithm.kl
@@ -243,24 +272,33 @@ def _rollout(out: Overrides, config: TrainConfig, prompt_length: int | None) -> 
         )
     out.set("rollout.max_context", "data.max_prompt_length", prompt)
     out.set("rollout.max_context", "data.max_response_length", context - prompt)
-    for name in ("max_turns", "max_new_tokens", "env_timeout_s", "max_format_errors", "reward"):
+    for name in ("max_new_tokens", "env_timeout_s", "max_format_errors", "reward"):
         setattr(out.loop, name, getattr(rollout, name))
         out.into(f"rollout.{name}", f"loop.{name}")
-    out.loop.action_format = rollout.action_format
-    out.into("rollout.action_format", "loop.action_format")
-    out.into("rollout.action_format", "data:prompt")
+    entries = config.environments
+    out.loop.max_turns = _one_value(
+        "env.max_turns", [e.max_turns or rollout.max_turns for e in entries]
+    )
+    out.loop.action_format = _one_value(
+        "env.action_format", [e.action_format or rollout.action_format for e in entries]
+    )
+    for key in ("rollout.max_turns", "env.max_turns"):
+        out.into(key, "loop.max_turns")
+    for key in ("rollout.action_format", "env.action_format"):
+        out.into(key, "loop.action_format")
+        out.into(key, "data:prompt")
     out.into("rollout.prompt_style", "data:prompt")
     out.into("rollout.system_prompt", "data:prompt")
     out.unsupported_key(
         "rollout.max_in_flight",
         rollout.max_in_flight,
-        f"verl plays a whole batch at once, spread over {ROLLOUT}.agent.num_workers workers",
+        "verl plays a whole batch at once",
         matters=False,
     )
     out.unsupported_key(
         "rollout.batch_wait_s",
         rollout.batch_wait_s,
-        "verl's inference servers batch requests continuously",
+        "vLLM batches requests continuously",
         matters=False,
     )
     out.set("sampling.temperature", f"{ROLLOUT}.temperature", sampling.temperature)
@@ -294,26 +332,25 @@ def _algorithm(out: Overrides, config: TrainConfig) -> None:
     out.unsupported_key(
         "algorithm.filter_groups.max_num_gen_batches",
         groups.max_num_gen_batches,
-        "verl's V1 trainer refills filtered groups until the batch is full, with no cap on "
-        "generation rounds (it ignores algorithm.filter_groups.max_num_gen_batches)",
+        "verl's V1 trainer refills filtered groups with no cap on generation rounds",
         matters=groups.enabled,
     )
     out.unsupported_key(
         "algorithm.epsilon",
         algorithm.epsilon,
-        f"verl's group normalisation uses a fixed epsilon of {VERL_GRPO_EPSILON}",
+        f"verl's GRPO epsilon is fixed at {VERL_GRPO_EPSILON}",
         matters=algorithm.epsilon != VERL_GRPO_EPSILON,
     )
     out.unsupported_key(
         "algorithm.return_at_env_tokens",
         algorithm.return_at_env_tokens,
-        "verl 0.9.1's reinforce_plus_plus always carries the return through environment tokens",
+        "verl 0.9.1 always carries the return through env tokens",
         matters=algorithm.return_at_env_tokens != "carry",
     )
     out.unsupported_key(
         "algorithm.max_turns_schedule",
         [stage.model_dump() for stage in algorithm.max_turns_schedule],
-        "verl has no turn-limit curriculum; the loop uses rollout.max_turns throughout",
+        "verl has no turn-limit curriculum",
         matters=bool(algorithm.max_turns_schedule),
     )
 
@@ -329,7 +366,7 @@ def _actor(out: Overrides, config: TrainConfig) -> None:
         out.unsupported_key(
             "actor.lr_schedule",
             actor.lr_schedule,
-            "verl's FSDP optimizer has constant and cosine schedules only",
+            "verl's FSDP optimizer: constant or cosine only",
             matters=True,
         )
     else:
@@ -370,10 +407,7 @@ def _mini_batch_tasks(config: TrainConfig) -> int:
 
 def _reward(out: Overrides, config: TrainConfig) -> None:
     custom = config.reward.custom_function
-    reason = (
-        "the agenttrain agent loop scores each episode with the environment's reward "
-        "(reward_score), and verl calls reward functions only for episodes without one"
-    )
+    reason = "verl skips reward functions: the agent loop returns the env's reward_score"
     for key, value in (("path", custom.path), ("name", custom.name), ("kwargs", custom.kwargs)):
         shown = str(value) if isinstance(value, Path) else value
         out.unsupported_key(
@@ -410,8 +444,7 @@ def _trainer(out: Overrides, config: TrainConfig) -> None:
     out.unsupported_key(
         "trainer.max_env_error_rate",
         trainer.max_env_error_rate,
-        "verl does not stop on environment errors; the agent loop masks such episodes and "
-        "reports them as env_error in extra_fields",
+        "verl never stops on env errors (the loop masks them: extra_fields.env_error)",
         matters=trainer.max_env_error_rate < 1,
     )
     trajectories = str(folder / "trajectories") if trainer.save_trajectories else None
