@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agenttrain.modeling import ModelConfig
 from agenttrain.rl.kl import KLType
@@ -22,6 +22,12 @@ class EnvConfig(Section):
     """Constructor arguments of the in-process environment (`make_env(name, **kwargs)`)."""
     servers: list[str] = Field(default_factory=list, description="empty: in-process")
     token: str | None = None
+    weight: int = Field(1, ge=1)
+    """In a multi-environment run (`envs`): this environment's tasks per round of the mix."""
+    max_turns: int | None = Field(None, ge=1)
+    """This environment's turn limit (default: `rollout.max_turns`, else the environment's)."""
+    action_format: Literal["react", "adapt", "json", "raw"] | None = None
+    """This environment's action format (default: `rollout.action_format`)."""
 
 
 class SamplingConfig(Section):
@@ -144,6 +150,9 @@ class TrainerConfig(Section):
 class TrainConfig(Section):
     run: RunConfig = Field(default_factory=RunConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
+    envs: list[EnvConfig] = Field(default_factory=list)
+    """Several environments in one run (`[textcraft, babyai]`, or entries with `weight`,
+    `split`, `max_turns`, ...); replaces `env`."""
     model: ModelConfig = Field(default_factory=ModelConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
@@ -153,8 +162,26 @@ class TrainConfig(Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
 
+    @field_validator("envs", mode="before")
+    @classmethod
+    def _names_are_entries(cls, value: Any) -> Any:
+        """`envs: [textcraft, babyai]` is short for entries with only a name."""
+        if isinstance(value, list):
+            return [{"name": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    @property
+    def environments(self) -> list[EnvConfig]:
+        """The run's environments: `envs` when given, else `env`."""
+        return list(self.envs) or [self.env]
+
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
+        if self.envs and "env" in self.model_fields_set:
+            raise ValueError("set either env (one environment) or envs (several), not both")
+        names = [entry.name for entry in self.environments]
+        if len(set(names)) != len(names):
+            raise ValueError(f"envs lists an environment twice: {names}")
         episodes = self.data.batch_tasks * self.data.group_size
         mini = self.actor.mini_batch_episodes
         if mini is not None and mini > episodes:
