@@ -93,6 +93,19 @@ class WireProtocol:
         "observation"
     )
     """How AgentGym's client forms the first observation from the reset answer."""
+    reset_fields: tuple[str, ...] = ("id", "observation", "done", "reward")
+    """Fields of an `object` reset answer, in order. `id`, `observation`, `reward`, `done` and
+    `deleted` (always false) are the session's; any other is read from the reset's
+    `Observation.info` (BabyAI: `score`)."""
+    step_info_fields: tuple[str, ...] = ()
+    """Entries of `StepResult.info` the step answer carries beside observation, reward and
+    done (BabyAI: `score`)."""
+    observation_fields: tuple[str, ...] = ()
+    """Empty: `GET /observation` answers the text; else an object of these session fields,
+    named as in `reset_fields` (BabyAI answers observation, reward, score, done, deleted)."""
+    finished_error: str | None = None
+    """AgentGym's answer to a step after the episode ended, `{id}` standing for the session id
+    (BabyAI: "The task with environment {id} has finished."); None: such steps are played."""
 
 
 @dataclass(frozen=True)

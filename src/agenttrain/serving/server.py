@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import agenttrain
-from agenttrain.envs.base import EnvSpec
+from agenttrain.envs.base import EnvSpec, WireProtocol
 from agenttrain.envs.registry import registration
 from agenttrain.serving.sessions import Session, SessionCapReached, SessionStore, UnknownSession
 
@@ -222,7 +222,7 @@ def create_app(
 
     @app.get("/observation", dependencies=guard)
     async def observation(session_id: Annotated[int, Query(alias=id_field)]) -> Response:
-        return await _with_session(session_id, lambda s: _const(JSON(s.observation)))
+        return await _with_session(session_id, lambda s: _const(JSON(_observation(proto, s))))
 
     @app.get("/detail", dependencies=guard)
     async def detail(session_id: Annotated[int, Query(alias=id_field)]) -> Response:
@@ -245,18 +245,23 @@ def create_app(
     async def _reset(session: Session, task_id: int) -> Response:
         first = await session.env.reset(task_id)
         session.observation, session.reward, session.done = first.text, 0.0, False
+        session.fields = {k: first.info.get(k) for k in proto.reset_fields if k in first.info}
         return JSON(_reset_payload(spec, session))
 
     async def _step(session: Session, action: str) -> Response:
+        if proto.finished_error is not None and session.done:
+            return JSON({"error": proto.finished_error.format(id=session.id)})
         result = await session.env.step(action)
         session.observation, session.reward, session.done = (
             result.observation,
             result.reward,
             result.done,
         )
+        session.fields.update({k: result.info.get(k) for k in proto.step_info_fields})
         payload: dict[str, Any] = {
             proto.step_observation_field: result.observation,
             "reward": wire_number(result.reward),
+            **{k: session.fields[k] for k in proto.step_info_fields},
             "done": result.done,
         }
         if id_field == "env_idx":
@@ -290,7 +295,26 @@ def _reset_payload(spec: EnvSpec, session: Session) -> Any:
         return [session.observation, None]
     if proto.reset_returns == "text":
         return session.observation
-    return {"id": session.id, "observation": session.observation, "done": False, "reward": 0}
+    return {name: _field(session, name) for name in proto.reset_fields}
+
+
+def _observation(proto: WireProtocol, session: Session) -> Any:
+    """`GET /observation`: the text, or AgentGym's object where the protocol has one."""
+    if not proto.observation_fields:
+        return session.observation
+    return {name: _field(session, name) for name in proto.observation_fields}
+
+
+def _field(session: Session, name: str) -> Any:
+    """A named wire field of the session: its own state, or the environment's extra."""
+    own = {
+        "id": session.id,
+        "observation": session.observation,
+        "reward": wire_number(session.reward),
+        "done": session.done,
+        "deleted": False,
+    }
+    return own[name] if name in own else session.fields.get(name)
 
 
 def _detail(session: Session) -> dict[str, Any]:

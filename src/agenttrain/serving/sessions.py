@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agenttrain.envs.base import Environment
 
@@ -34,6 +35,8 @@ class Session:
     observation: str = ""
     reward: float = 0.0
     done: bool = False
+    fields: dict[str, Any] = field(default_factory=dict)
+    """The environment's extra wire fields of the last answer (BabyAI's `score`)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
