@@ -79,18 +79,6 @@ BABYAI = _remote(
     parse_action=single_action_line,
 )
 
-SCIWORLD = _remote(
-    "sciworld",
-    "SciWorld",
-    "ScienceWorld: elementary-school science experiments in a text simulator (4,639 games).",
-    WireProtocol(
-        root_text="This is environment ScienceWorld.", first_observation="task_and_observation"
-    ),
-    max_turns=30,
-    requirements="not ported in-process yet; run AgentGym's `sciworld` server (Java 8+)",
-    num_tasks=4639,
-)
-
 ALFWORLD = _remote(
     "alfworld",
     "ALFWorld",
@@ -155,4 +143,4 @@ SEARCHQA = _remote(
     parse_action=whole_reply,
 )
 
-REMOTE_SPECS = (BABYAI, SCIWORLD, ALFWORLD, WEBSHOP, SQLGYM, SEARCHQA)
+REMOTE_SPECS = (BABYAI, ALFWORLD, WEBSHOP, SQLGYM, SEARCHQA)

@@ -29,6 +29,9 @@ class Registration:
     """Builds an in-process instance; None when the environment only runs behind a server."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments every instance is built with unless `make_env` overrides them."""
+    process_workers: int = 0
+    """0: instances live in the caller's process. N: they run in a pool of up to N worker
+    processes (environments that are not thread-safe or hold a JVM, such as SciWorld)."""
 
     @property
     def in_process(self) -> bool:
@@ -66,6 +69,18 @@ class Registration:
                 "--server URL"
             )
         self.check_kwargs(overrides)
+        if self.process_workers:
+            from agenttrain.envs.workers import shared_pool
+
+            kwargs = {**self.defaults, **overrides}
+            return shared_pool(self.spec.name, self.process_workers, kwargs).environment()
+        return self.build_here(**overrides)
+
+    def build_here(self, **overrides: Any) -> Environment:
+        """A new instance in this process, even for a process-isolated environment (what a
+        worker process builds)."""
+        if self.factory is None:
+            raise NotInProcess(f"{self.spec.display_name} does not run in-process here")
         return self.factory(**{**self.defaults, **overrides})
 
 
@@ -96,6 +111,7 @@ def register(
     *,
     spec: EnvSpec | None = None,
     replace: bool = False,
+    process_workers: int = 0,
     **defaults: Any,
 ) -> Registration:
     """Make an environment known by `name`.
@@ -103,7 +119,8 @@ def register(
     `factory` (a class or callable) builds in-process instances from `defaults`, updated per
     call by `make_env`; its spec is `factory.spec` unless `spec` is given. A server-only
     environment registers its `spec` alone. A name already taken is an error unless
-    `replace=True`, so two plug-ins cannot silently shadow each other.
+    `replace=True`, so two plug-ins cannot silently shadow each other. `process_workers=N`
+    runs instances in a pool of up to N worker processes (`agenttrain.envs.workers`).
     """
     _ensure_loaded()
     resolved = _spec_for(name, factory, spec)
@@ -113,7 +130,7 @@ def register(
             f"environment {name!r} is already registered "
             f"({_origin(_registry[key])}); pass replace=True to replace it"
         )
-    entry = Registration(resolved, factory, MappingProxyType(dict(defaults)))
+    entry = Registration(resolved, factory, MappingProxyType(dict(defaults)), process_workers)
     entry.check_kwargs(defaults)
     _registry[key] = entry
     return entry
@@ -150,10 +167,12 @@ def _ensure_loaded() -> None:
     _loaded = True
     from agenttrain.envs.agentgym import REMOTE_SPECS
     from agenttrain.envs.largest import LargestEnv
+    from agenttrain.envs.sciworld import SciWorldEnv
     from agenttrain.envs.textcraft import TextCraftEnv
 
     register("textcraft", TextCraftEnv)
     register("largest", LargestEnv)
+    register("sciworld", SciWorldEnv, process_workers=4)  # a JVM per worker process
     for spec in REMOTE_SPECS:
         register(spec.name, spec=spec)
     for plugin in entry_points(group="agenttrain.envs"):
