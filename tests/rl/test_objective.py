@@ -134,7 +134,7 @@ def test_the_same_task_twice_in_a_step_makes_two_groups_with_their_own_seeds(
         "env.split=val",
     )
     trainer = Trainer(config)
-    trainer.train_tasks = trainer.train_tasks[:4]
+    del trainer.environments.parts[0].train_tasks[4:]
     trainer.train_step(1)
     episodes = [
         line

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 import warnings
 from pathlib import Path
 from statistics import fmean
@@ -31,14 +30,13 @@ from rich.progress import (
 )
 
 from agenttrain import config as config_io
-from agenttrain.envs import get_spec
-from agenttrain.envs.source import EnvSource
 from agenttrain.eval.metrics import summarize
 from agenttrain.modeling import build_trainable, load_reference, starts_from_adapter
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
 from agenttrain.rl.config import GROUP_BASELINE_ESTIMATORS, TrainConfig
 from agenttrain.rl.curriculum import max_turns_at
+from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
 from agenttrain.rl.rewards import load_reward_function, score_episode
@@ -70,13 +68,16 @@ class Trainer(TrainingRun):
         self.config = config
         self.console = console or Console()
         self.run_dir = config.run.out_dir
-        self.spec = get_spec(config.env.name)
-        self.train_tasks = list(self.spec.split(config.env.split))
-        self.val_tasks = (
-            list(self.spec.split(config.env.val_split))[: config.trainer.val_tasks]
-            if config.trainer.test_freq
-            else []
+        self.environments = RunEnvironments.build(
+            config.environments,
+            seed=config.run.seed,
+            val_tasks=config.trainer.val_tasks,
+            validate=bool(config.trainer.test_freq),
+            default_turns=config.rollout.max_turns,
+            timeout_s=config.rollout.env_timeout_s,
         )
+        """The run's environments (one, or several mixed by weight) and its task stream."""
+        self.spec = self.environments.parts[0].spec
         self.device = torch.device(config.model.device)
         self.resume_from = self._find_resume_point()
         self.config_changes = self._check_resume_config(allow_config_change)
@@ -115,18 +116,12 @@ class Trainer(TrainingRun):
         """The first environment error of the latest step (for the message that stops a run)."""
         self.tasks_consumed = 0
         """Position in the stream of training tasks (dynamic sampling draws a varying number)."""
-        self.envs = EnvSource(
-            config.env.name,
-            kwargs=config.env.kwargs,
-            servers=config.env.servers,
-            token=config.env.token,
-            timeout_s=config.rollout.env_timeout_s,
-        )
         self.loop = asyncio.new_event_loop()
-        """One event loop for the run: the environment source's HTTP pool lives in it."""
-        self._refuse_held_out_tasks()
-        # A wrong, dead or incomplete server fails here, before the model is trained on nothing.
-        self.loop.run_until_complete(self.envs.open([*self.train_tasks, *self.val_tasks]))
+        """One event loop for the run: the environment sources' HTTP pools live in it."""
+        for part in self.environments.parts:
+            self._refuse_held_out_tasks(part)
+            # A wrong, dead or incomplete server fails here, before training on nothing.
+            self.loop.run_until_complete(part.source.open([*part.train_tasks, *part.val_tasks]))
         if self.resume_from is not None:
             self._restore(self.resume_from)
 
@@ -150,22 +145,23 @@ class Trainer(TrainingRun):
             return None
         return load_reference(self.config.model)
 
-    def _refuse_held_out_tasks(self) -> None:
+    def _refuse_held_out_tasks(self, part: RunEnvironment) -> None:
         """Never train on the test split's tasks: compared by task identity (TextCraft: the
         goal) where the environment has one, since ids alone may name the same task twice."""
-        if "test" not in self.spec.splits():
+        spec = part.spec
+        if "test" not in spec.splits():
             return
-        test = self.spec.split("test")
-        if self.spec.task_key is None:
-            shared = sorted(set(self.train_tasks) & set(test))
+        test = spec.split("test")
+        if spec.task_key is None:
+            shared = sorted(set(part.train_tasks) & set(test))
             if shared:
                 raise TaskOverlap(
-                    f"env.split={self.config.env.split} holds {len(shared)} {self.spec.name} "
+                    f"{spec.name} split {part.config.split} holds {len(shared)} {spec.name} "
                     f"test tasks (e.g. {shared[:5]}); train on another split"
                 )
             return
-        table = self.loop.run_until_complete(local_task_table(self.spec))
-        check_split_disjoint(self.train_tasks, test, table)
+        table = self.loop.run_until_complete(local_task_table(spec))
+        check_split_disjoint(part.train_tasks, test, table)
 
     def _lr_factor(self, step: int) -> float:
         optim = self.config.actor
@@ -210,14 +206,14 @@ class Trainer(TrainingRun):
                 bar = progress.add_task(
                     "training", total=config.trainer.total_steps, completed=self.step, status=""
                 )
-                if self.step == 0 and self.val_tasks and config.trainer.val_before_train:
+                if self.step == 0 and self.has_validation and config.trainer.val_before_train:
                     progress.update(bar, status="validating the starting model")
                     tracker.log(self.validate(0), 0)
                 while self.step < config.trainer.total_steps and not self.stop_requested:
                     self.step += 1
                     metrics = self.train_step(self.step, progress, bar)
                     failure = self._env_error_failure(metrics)
-                    validate = self.val_tasks and self.step % config.trainer.test_freq == 0
+                    validate = self.has_validation and self.step % config.trainer.test_freq == 0
                     if validate and failure is None:
                         progress.update(bar, status="validating")
                         metrics.update(self.validate(self.step))
@@ -233,7 +229,8 @@ class Trainer(TrainingRun):
         finally:
             self.stop.restore()
             tracker.close()
-            self.loop.run_until_complete(self.envs.aclose())
+            for part in self.environments.parts:
+                self.loop.run_until_complete(part.source.aclose())
         report = write_training_report(self.run_dir, config)
         if failure is not None:
             raise RunFailed(f"{failure}\nReport: {report}")
@@ -250,7 +247,7 @@ class Trainer(TrainingRun):
             f"{metrics['rollout/episodes']:.0f} episodes ended in environment errors "
             f"(more than trainer.max_env_error_rate={limit}; first error: "
             f"{self.first_env_error}); stopped without saving this step. Check the "
-            f"environment ({self.envs.describe()}), then run the same command to resume"
+            f"environment ({self._where()}), then run the same command to resume"
         )
 
     @staticmethod
@@ -303,29 +300,56 @@ class Trainer(TrainingRun):
 
     # -- one step ---------------------------------------------------------------------------
 
-    def task_at(self, slot: int) -> int:
-        """The training task at position `slot` of the task stream: consecutive per-epoch
-        shuffles of the training split (a pure function of the seed and the position)."""
-        epoch, position = divmod(slot, len(self.train_tasks))
-        order = list(self.train_tasks)
-        random.Random(f"{self.config.run.seed}/epoch/{epoch}").shuffle(order)
-        return order[position]
+    @property
+    def train_tasks(self) -> list[int]:
+        """The (first) environment's training tasks."""
+        return self.environments.parts[0].train_tasks
 
-    def take_tasks(self, count: int) -> list[tuple[int, int]]:
-        """The next `count` (slot, task) pairs of the stream. A slot names one group: the same
-        task drawn twice (across an epoch boundary) is two groups with their own seeds."""
+    @property
+    def has_validation(self) -> bool:
+        return any(part.val_tasks for part in self.environments.parts)
+
+    def _where(self) -> str:
+        return "; ".join(
+            f"{part.name}: {part.source.describe()}" for part in self.environments.parts
+        )
+
+    def task_at(self, slot: int) -> int:
+        """The training task at position `slot` of the task stream (a pure function of the
+        seed and the position; several environments take turns by weight)."""
+        return self.environments.slot(slot).task
+
+    def take_tasks(self, count: int) -> list[Slot]:
+        """The next `count` slots of the stream. A slot names one group: the same task drawn
+        twice (across an epoch boundary) is two groups with their own seeds."""
         start = self.tasks_consumed
         self.tasks_consumed += count
-        return [(slot, self.task_at(slot)) for slot in range(start, start + count)]
+        return [self.environments.slot(index) for index in range(start, start + count)]
 
     def _rollout(
-        self, requests: list[EpisodeRequest], sampling: SamplingParams
+        self, requests: list[tuple[str, EpisodeRequest]], sampling: SamplingParams
     ) -> tuple[list[Trajectory], dict[str, float]]:
-        engine = RolloutEngine(
-            self.policy, self.spec, self.envs.environment, self.config.rollout, sampling
-        )
-        trajectories = self.loop.run_until_complete(engine.run(requests))
-        return trajectories, dict(engine.stats)
+        """Play (environment, request) pairs; each environment with its own engine (its spec,
+        prompts, action format and turn limit), results in request order."""
+        results: dict[int, Trajectory] = {}
+        stats: dict[str, float] = {}
+        for part in self.environments.parts:
+            mine = [(i, r) for i, (env, r) in enumerate(requests) if env == part.name]
+            if not mine:
+                continue
+            rollout = self.config.rollout.model_copy(
+                update={
+                    "action_format": part.config.action_format or self.config.rollout.action_format
+                }
+            )
+            engine = RolloutEngine(
+                self.policy, part.spec, part.source.environment, rollout, sampling
+            )
+            played = self.loop.run_until_complete(engine.run([r for _, r in mine]))
+            results.update({i: t for (i, _), t in zip(mine, played, strict=True)})
+            for key, value in engine.stats.items():
+                stats[key] = stats.get(key, 0.0) + value
+        return [results[i] for i in range(len(requests))], stats
 
     def train_step(
         self, step: int, progress: Progress | None = None, bar: Any = None
@@ -334,11 +358,12 @@ class Trainer(TrainingRun):
         timing: dict[str, float] = {}
         metrics: dict[str, float] = {
             "training/global_step": step,
-            "training/epoch": self.tasks_consumed // len(self.train_tasks),
+            "training/epoch": self.environments.epoch(self.tasks_consumed),
         }
-        max_turns = max_turns_at(
-            step, config.algorithm.max_turns_schedule, config.rollout.turn_limit(self.spec)
-        )
+        max_turns = {
+            part.name: max_turns_at(step, config.algorithm.max_turns_schedule, part.turn_limit)
+            for part in self.environments.parts
+        }
         sampling = SamplingParams(
             temperature=config.sampling.temperature,
             top_p=config.sampling.top_p,
@@ -351,8 +376,12 @@ class Trainer(TrainingRun):
             write_jsonl(self.run_dir / "trajectories" / f"step-{step:06d}.jsonl", trajectories)
         usable = [i for i, t in enumerate(trajectories) if t.finish_reason != "env_error"]
         metrics.update(
-            self._rollout_metrics(trajectories, scores, usable, batch.engine_stats, max_turns)
+            self._rollout_metrics(
+                trajectories, scores, usable, batch.engine_stats, max(max_turns.values())
+            )
         )
+        if self.environments.multi:
+            metrics.update(self._per_environment_metrics(trajectories, scores))
         self.first_env_error = next(
             (t.error for t in trajectories if t.finish_reason == "env_error"), None
         )
@@ -389,7 +418,7 @@ class Trainer(TrainingRun):
         self,
         step: int,
         sampling: SamplingParams,
-        max_turns: int,
+        max_turns: dict[str, int],
         timing: dict[str, float],
         progress: Progress | None,
         bar: Any,
@@ -408,14 +437,17 @@ class Trainer(TrainingRun):
             batch.rounds += 1
             slots = self.take_tasks(wanted)
             requests = [
-                EpisodeRequest(
-                    task,
-                    group_id=f"{step}:{slot}:{task}",
-                    sample=sample,
-                    seed=derive_seed(config.run.seed, "train", slot),
-                    max_turns=max_turns,
+                (
+                    slot.env,
+                    EpisodeRequest(
+                        slot.task,
+                        group_id=self._group_id(step, slot),
+                        sample=sample,
+                        seed=derive_seed(config.run.seed, "train", slot.index),
+                        max_turns=max_turns[slot.env],
+                    ),
                 )
-                for slot, task in slots
+                for slot in slots
                 for sample in range(config.data.group_size)
             ]
             if progress is not None:
@@ -441,6 +473,29 @@ class Trainer(TrainingRun):
                     filtered=len(groups) - len(informative),
                 )
                 return batch
+
+    def _group_id(self, step: int, slot: Slot) -> str:
+        env = f"{slot.env}:" if self.environments.multi else ""
+        return f"{step}:{slot.index}:{env}{slot.task}"
+
+    def _per_environment_metrics(
+        self, trajectories: list[Trajectory], scores: list[float]
+    ) -> dict[str, float]:
+        """`env/<name>/...` for each environment of a multi-environment run."""
+        metrics: dict[str, float] = {}
+        for part in self.environments.parts:
+            mine = [i for i, t in enumerate(trajectories) if t.env == part.name]
+            valid = [i for i in mine if trajectories[i].finish_reason != "env_error"]
+            prefix = f"env/{part.name}"
+            metrics[f"{prefix}/episodes"] = len(mine)
+            metrics[f"{prefix}/env_error_episodes"] = len(mine) - len(valid)
+            if valid:
+                metrics[f"{prefix}/success_rate"] = fmean(trajectories[i].success for i in valid)
+                metrics[f"{prefix}/score_mean"] = fmean(scores[i] for i in valid)
+                metrics[f"{prefix}/num_turns_mean"] = fmean(
+                    trajectories[i].num_turns for i in valid
+                )
+        return metrics
 
     def _trainable_groups(self, batch: StepBatch) -> tuple[list[list[int]], int]:
         """Groups (episode indices) that can be trained on, and how many were dropped:
@@ -506,7 +561,8 @@ class Trainer(TrainingRun):
     # -- validation ---------------------------------------------------------------------------
 
     def validate(self, step: int) -> dict[str, float]:
-        """Play the held-out tasks with the eval engine; `val/*` metrics."""
+        """Play the held-out tasks with the eval engine; `val/*` metrics (and
+        `val/<env>/*` per environment in a multi-environment run)."""
         config = self.config.trainer
         sampling = SamplingParams(
             temperature=config.val_temperature,
@@ -514,13 +570,18 @@ class Trainer(TrainingRun):
             max_new_tokens=self.config.rollout.max_new_tokens,
         )
         requests = [
-            EpisodeRequest(
-                task,
-                group_id=f"val:{task}",
-                sample=sample,
-                seed=derive_seed(self.config.run.seed, "val", sample),
+            (
+                part.name,
+                EpisodeRequest(
+                    task,
+                    group_id=f"val:{part.name}:{task}",
+                    sample=sample,
+                    seed=derive_seed(self.config.run.seed, "val", sample),
+                    max_turns=part.turn_limit,
+                ),
             )
-            for task in self.val_tasks
+            for part in self.environments.parts
+            for task in part.val_tasks
             for sample in range(config.val_n)
         ]
         self.model.eval()
@@ -530,10 +591,18 @@ class Trainer(TrainingRun):
             self.model.train()
         if self.config.trainer.save_trajectories:
             write_jsonl(self.run_dir / "trajectories" / f"val-step-{step:06d}.jsonl", trajectories)
-        summary = summarize(trajectories)
-        metrics = {
-            f"val/{key}": value
-            for key, value in summary.items()
-            if isinstance(value, (int, float)) and key != "generated_tokens"
-        }
+        metrics = _numbers("val", summarize(trajectories))
+        if self.environments.multi:
+            for part in self.environments.parts:
+                mine = [t for t in trajectories if t.env == part.name]
+                if mine:
+                    metrics.update(_numbers(f"val/{part.name}", summarize(mine)))
         return metrics
+
+
+def _numbers(prefix: str, summary: dict[str, Any]) -> dict[str, float]:
+    return {
+        f"{prefix}/{key}": value
+        for key, value in summary.items()
+        if isinstance(value, (int, float)) and key != "generated_tokens"
+    }
