@@ -118,8 +118,13 @@ def write_training_report(run_dir: Path, config: object) -> Path:
     rows = read_metrics(run_dir / "metrics.jsonl")
     path = run_dir / "report.md"
     lines = [f"# Training run: {run_dir.name}", ""]
+    environments = config.environments  # type: ignore[attr-defined]
+    where = ", ".join(
+        f"{env.name} ({env.split}{f', weight {env.weight}' if len(environments) > 1 else ''})"
+        for env in environments
+    )
     lines += [
-        f"Environment {config.env.name} ({config.env.split}); model {config.model.path} "  # type: ignore[attr-defined]
+        f"Environment {where}; model {config.model.path} "  # type: ignore[attr-defined]
         f"({'LoRA' if config.model.lora.enabled else 'full fine-tuning'}); "  # type: ignore[attr-defined]
         f"{config.algorithm.adv_estimator}; {config.data.batch_tasks} tasks × "  # type: ignore[attr-defined]
         f"{config.data.group_size} episodes per step.",
@@ -144,7 +149,10 @@ def write_training_report(run_dir: Path, config: object) -> Path:
             "",
             f"`{newest}`",
             "",
-            f"- evaluate: `agenttrain eval --env {config.env.name} --model {run_dir}`",  # type: ignore[attr-defined]
+            *(
+                f"- evaluate: `agenttrain eval --env {env.name} --model {run_dir}`"
+                for env in environments
+            ),
             f"- export: `agenttrain export {run_dir} --out {run_dir}/export --merge-lora`",
             f"- resume: `agenttrain train {run_dir}/config.yaml trainer.resume=auto`",
             "",
