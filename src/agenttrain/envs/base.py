@@ -93,18 +93,6 @@ class WireProtocol:
         "observation"
     )
     """How AgentGym's client forms the first observation from the reset answer."""
-    reset_fields: tuple[str, ...] = ()
-    """The exact fields of AgentGym's `/reset` answer when they differ from TextCraft's
-    (SciWorld adds `task_name`, `score`, ...): each is read from the reset info, else
-    `observation`, `reward`, `done`, `deleted` from the session."""
-    step_fields: tuple[str, ...] = ()
-    """Likewise for `/step` (SciWorld adds `score`)."""
-    refuses_after_done: bool = False
-    """A step after the episode ended answers `{"error": "The task with environment N has
-    finished."}`, as AgentGym's SciWorld and BabyAI servers do."""
-    queries: tuple[str, ...] = ()
-    """Extra `GET /<name>?id=` routes answered by the environment's `query(name)`
-    (SciWorld: `action_hint`, `goals`, `task_description`)."""
     reset_fields: tuple[str, ...] = ("id", "observation", "done", "reward")
     """Fields of an `object` reset answer, in order. `id`, `observation`, `reward`, `done` and
     `deleted` (always false) are the session's; any other is read from the reset's
@@ -118,6 +106,9 @@ class WireProtocol:
     finished_error: str | None = None
     """AgentGym's answer to a step after the episode ended, `{id}` standing for the session id
     (BabyAI: "The task with environment {id} has finished."); None: such steps are played."""
+    queries: tuple[str, ...] = ()
+    """Extra `GET /<name>?id=` routes answered by the environment's `query(name)` (SciWorld:
+    `action_hint`, `goals`, `task_description`); refused like a step once the episode ended."""
 
 
 @dataclass(frozen=True)

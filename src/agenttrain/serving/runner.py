@@ -72,9 +72,17 @@ def serve(
     token: str | None = None,
     log_level: str = "warning",
     access_log: bool = False,
+    workers: int | None = None,
 ) -> None:
-    """Serve `env` until interrupted; open sessions are closed on shutdown."""
-    app = create_app(env, max_sessions=max_sessions, session_ttl_s=session_ttl_s, token=token)
+    """Serve `env` until interrupted; open sessions are closed on shutdown. `workers` runs
+    sessions in that many worker processes (SciWorld always uses them)."""
+    app = create_app(
+        env,
+        max_sessions=max_sessions,
+        session_ttl_s=session_ttl_s,
+        token=token,
+        workers=workers,
+    )
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
     url = f"http://{_url_host(host)}:{bound_port}"
@@ -83,7 +91,9 @@ def serve(
     print(
         f"Serving {spec.display_name} on {url} (AgentGym '{spec.protocol.id_field}' dialect; "
         f"max {max_sessions} sessions; idle sessions closed after {session_ttl_s:.0f} s; "
-        f"token {'required' if token else 'off'}). Ctrl-C stops it.",
+        f"token {'required' if token else 'off'}"
+        + (f"; up to {app.state.pool.size} worker processes" if app.state.pool else "")
+        + "). Ctrl-C stops it.",
         file=sys.stderr,
         flush=True,
     )

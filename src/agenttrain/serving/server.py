@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import agenttrain
 from agenttrain.envs.base import EnvSpec, WireProtocol
 from agenttrain.envs.registry import registration
+from agenttrain.envs.workers import WorkerPool
 from agenttrain.serving.sessions import Session, SessionCapReached, SessionStore, UnknownSession
 
 log = logging.getLogger(__name__)
@@ -129,8 +130,11 @@ def create_app(
     session_ttl_s: float = DEFAULT_SESSION_TTL_S,
     token: str | None = None,
     reap_interval_s: float | None = None,
+    workers: int | None = None,
 ) -> FastAPI:
-    """The server app for one in-process environment."""
+    """The server app for one in-process environment. With `workers` (and always for an
+    environment registered with `process_workers`, SciWorld), sessions run in a pool of that
+    many worker processes: a crashed worker fails only its own sessions."""
     entry = registration(env_name)
     if entry.factory is None:
         raise ValueError(
@@ -138,7 +142,10 @@ def create_app(
         )
     spec = entry.spec
     proto = spec.protocol
-    store = SessionStore(entry.build, max_sessions=max_sessions, ttl_s=session_ttl_s)
+    pool_size = workers or entry.process_workers
+    pool = WorkerPool(spec.name, pool_size, entry.defaults) if pool_size else None
+    factory = pool.environment if pool is not None else entry.build
+    store = SessionStore(factory, max_sessions=max_sessions, ttl_s=session_ttl_s)
     interval = reap_interval_s if reap_interval_s is not None else min(30.0, session_ttl_s / 4)
     started = time.time()
 
@@ -150,6 +157,8 @@ def create_app(
         finally:
             reaper.cancel()
             await store.close_all()
+            if pool is not None:
+                pool.shutdown()
 
     app = FastAPI(
         title=f"agenttrain {spec.display_name} server",
@@ -162,6 +171,7 @@ def create_app(
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     app.state.store = store
     app.state.spec = spec
+    app.state.pool = pool
     app.add_exception_handler(_Unauthorized, _unauthorized)
 
     guard = [Depends(_bearer_guard(token))] if token else []
@@ -191,6 +201,7 @@ def create_app(
                 "sessions_expired": store.expired_total,
                 "uptime_s": round(time.time() - started, 3),
                 "agenttrain": agenttrain.__version__,
+                **({"pool": pool.stats()} if pool is not None else {}),
             }
         )
 
@@ -228,6 +239,20 @@ def create_app(
     async def detail(session_id: Annotated[int, Query(alias=id_field)]) -> Response:
         return await _with_session(session_id, lambda s: _const(JSON(_detail(s))))
 
+    def _query_route(name: str) -> Callable[[int], Awaitable[Response]]:
+        async def answer(session_id: Annotated[int, Query(alias=id_field)]) -> Response:
+            return await _with_session(session_id, lambda s: _query(s, name))
+
+        return answer
+
+    for query in proto.queries:
+        app.add_api_route(f"/{query}", _query_route(query), methods=["GET"], dependencies=guard)
+
+    async def _query(session: Session, name: str) -> Response:
+        if proto.finished_error is not None and session.done:
+            return JSON({"error": proto.finished_error.format(id=session.id)})
+        return JSON(await session.env.query(name))  # type: ignore[attr-defined]
+
     @app.post("/close", dependencies=guard)
     async def close(body: CloseRequest) -> Response:  # type: ignore[valid-type]
         # AgentGym answers false for any id it cannot close, issued or not.
@@ -244,7 +269,10 @@ def create_app(
 
     async def _reset(session: Session, task_id: int) -> Response:
         first = await session.env.reset(task_id)
-        session.observation, session.reward, session.done = first.text, 0.0, False
+        # The wire carries the environment's own observation where the agent's first one adds
+        # to it (SciWorld's client prefixes the task description).
+        session.observation = str(first.info.get("observation", first.text))
+        session.reward, session.done = 0.0, False
         session.fields = {k: first.info.get(k) for k in proto.reset_fields if k in first.info}
         return JSON(_reset_payload(spec, session))
 
