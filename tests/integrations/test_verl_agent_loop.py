@@ -200,3 +200,9 @@ def test_episodes_play_through_an_agentgym_compatible_server(tokenizer, textcraf
 def test_a_row_without_our_task_is_a_clear_error(tokenizer):
     with pytest.raises(ValueError, match="agenttrain data --format verl"):
         play(tokenizer, AnswerServer(tokenizer), {"raw_prompt": [], "extra_info": {}})
+
+
+def test_with_a_reward_function_the_score_is_left_to_verl(tokenizer):
+    out = play(tokenizer, OracleTokenServer(tokenizer), row("textcraft", 12), reward_function=True)
+    assert out.reward_score is None  # verl calls reward.custom_reward_function
+    assert out.extra_fields["env_reward"] == 1.0 and out.extra_fields["success"] == 1

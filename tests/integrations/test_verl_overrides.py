@@ -43,6 +43,11 @@ RECIPES = {
         "trainer.val_n=4",
         "sampling.top_k=20",
     ],
+    "lora-grpo-custom-reward": [
+        "reward.custom_function.path=my_reward.py",
+        "reward.custom_function.name=score_episode",
+        "reward.custom_function.kwargs={bonus: 0.5}",
+    ],
 }
 
 
@@ -272,3 +277,15 @@ def test_full_fine_tuning_from_a_lora_checkpoint_is_refused(adapter_dir, tmp_pat
     config = recipe(adapter_dir, ["model.lora.enabled=false"], tmp_path)
     with pytest.raises(ValueError, match="--merge-lora"):
         generate(config, tmp_path)
+
+
+def test_a_custom_reward_function_is_verls_and_the_loop_leaves_the_score_to_it(
+    smollm2_dir, tmp_path
+):
+    config = recipe(smollm2_dir, RECIPES["lora-grpo-custom-reward"], tmp_path)
+    result = generate(config, tmp_path)
+    assert f"reward.custom_reward_function.path={Path('my_reward.py').resolve()}" in result.args
+    assert "reward.custom_reward_function.name=score_episode" in result.args
+    assert "+reward.custom_reward_function.reward_kwargs.bonus=0.5" in result.args
+    assert result.loop.reward_function is True
+    assert not [u for u in result.unsupported if u.key.startswith("reward.")]

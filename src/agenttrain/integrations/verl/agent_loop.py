@@ -209,16 +209,18 @@ class _Episode:
         success = (
             self.finish_reason == "done" and reward >= self.spec.success_reward and not env_error
         )
+        score = 0.0 if env_error else float(reward)
         return AgentLoopOutput(
             prompt_ids=prompt_ids,
             response_ids=response_ids,
             response_mask=mask,
             response_logprobs=self.logprobs[: len(response_ids)],
-            reward_score=0.0 if env_error else float(reward),
+            reward_score=None if self.settings.reward_function else score,
             num_turns=2 * self.turns + 1,
             metrics={"generate_sequences": self.generate_s, "tool_calls": wall_s - self.generate_s},
             extra_fields={
                 "turn_scores": list(self.turn_rewards),
+                "env_reward": score,
                 "tool_rewards": [],
                 "agenttrain_env": self.spec.name,
                 "agenttrain_task_id": self.task_id,

@@ -406,13 +406,23 @@ def _mini_batch_tasks(config: TrainConfig) -> int:
 
 
 def _reward(out: Overrides, config: TrainConfig) -> None:
+    """A custom reward function replaces the environment's reward, as in `agenttrain train`:
+    the agent loop then leaves `reward_score` unset and verl calls the function (with our
+    per-episode fields, the env's reward among them, in `extra_info`)."""
     custom = config.reward.custom_function
-    reason = "verl skips reward functions: the agent loop returns the env's reward_score"
-    for key, value in (("path", custom.path), ("name", custom.name), ("kwargs", custom.kwargs)):
-        shown = str(value) if isinstance(value, Path) else value
-        out.unsupported_key(
-            f"reward.custom_function.{key}", shown, reason, matters=custom.path is not None
-        )
+    if custom.path is None:  # the environment's reward: loop.reward_function stays false
+        for key in ("path", "name", "kwargs"):
+            out.into(f"reward.custom_function.{key}", "loop.reward_function")
+        return
+    base = "reward.custom_reward_function"
+    out.set("reward.custom_function.path", f"{base}.path", str(Path(custom.path).resolve()))
+    out.set("reward.custom_function.name", f"{base}.name", custom.name)
+    for key, value in custom.kwargs.items():
+        out.set("reward.custom_function.kwargs", f"+{base}.reward_kwargs.{key}", value)
+    if not custom.kwargs:
+        out.into("reward.custom_function.kwargs", f"{base}.reward_kwargs")
+    out.loop.reward_function = True
+    out.into("reward.custom_function.path", "loop.reward_function")
 
 
 def _trainer(out: Overrides, config: TrainConfig) -> None:

@@ -28,6 +28,9 @@ class LoopSettings(BaseModel):
     env_timeout_s: float = Field(60.0, gt=0)
     max_format_errors: int = Field(3, ge=1)
     reward: Literal["last", "sum"] = "last"
+    reward_function: bool = False
+    """Leave `reward_score` unset so verl scores episodes with its reward function
+    (`reward.custom_reward_function`); our per-episode fields reach it in `extra_info`."""
 
 
 LOOP_TARGET = "agenttrain.integrations.verl.agent_loop.AgentTrainAgentLoop"
