@@ -269,10 +269,10 @@ def create_app(
 
     async def _reset(session: Session, task_id: int) -> Response:
         first = await session.env.reset(task_id)
-        # The wire carries the environment's own observation where the agent's first one adds
-        # to it (SciWorld's client prefixes the task description).
+        # The wire carries the environment's own observation and reward where the agent's first
+        # observation adds to it (SciWorld: the task description, and its first step's reward).
         session.observation = str(first.info.get("observation", first.text))
-        session.reward, session.done = 0.0, False
+        session.reward, session.done = float(first.info.get("reward", 0.0)), False
         session.fields = {k: first.info.get(k) for k in proto.reset_fields if k in first.info}
         return JSON(_reset_payload(spec, session))
 

@@ -3,7 +3,7 @@
 Like every oracle it reads the task from the first observation, so it plays through a
 remote server as well: `first_observations.txt` holds a digest of each game's first
 observation (task description + "look around"), in data_idx order, built once from
-scienceworld 1.2.3 by `build_index`. 4,254 of the 4,639 first observations are unique; a
+scienceworld 1.2.3 by `build_index`. Most first observations are unique; a
 digest shared by several games (same room and wording, e.g. test-conductivity variations
 that differ only in the hidden answer) resolves to the lowest data_idx, whose gold
 sequence may not solve the others.
@@ -27,10 +27,12 @@ _gold_lock = threading.Lock()
 
 
 def digest(first_observation: str) -> str:
-    """The index key of a first observation (from the task description on)."""
+    """The index key of a first observation: the task description on, its lines sorted.
+    ScienceWorld lists a room's objects in an order that depends on what its JVM did before
+    (a global object counter), so only the set of lines identifies a game."""
     start = first_observation.find(TASK_MARKER)
     text = first_observation[start:] if start >= 0 else first_observation
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return hashlib.sha256("\n".join(sorted(text.splitlines())).encode()).hexdigest()[:12]
 
 
 @cache
