@@ -301,3 +301,53 @@ def test_an_episode_request_can_set_its_own_turn_limit(tiny_model, tokenizer):
     assert (limited.num_turns, limited.finish_reason) == (1, "max_turns")
     # 4 new tokens from a random model never reach the end-of-turn token: turns are cut off
     assert all(turn.cut_off for turn in default.turns)
+
+
+class ScoreDeltaEnv(LocalEnvironment):
+    """Each step adds 0.25 to the score and rewards the change; done after three steps."""
+
+    spec = EnvSpec(
+        name="score-delta-test",
+        display_name="Score delta",
+        description="test environment",
+        conversation_start=(),
+        agentgym_conversation_start=(),
+        default_max_turns=5,
+        action_format="raw",
+        protocol=WireProtocol(root_text="score delta"),
+        split_loader=lambda: {"test": [0]},
+        success_reward=0.75,
+        episode_reward="sum",
+    )
+
+    def reset_sync(self, task_id):
+        self.steps = 0
+        return Observation("start")
+
+    def step_sync(self, action):
+        self.steps += 1
+        return StepResult("ok", 0.25, self.steps >= 3)
+
+
+class SaysGo:
+    name = "says-go"
+
+    async def chat(self, conversations, sampling):
+        from agenttrain.policy.base import TextGeneration
+
+        return [TextGeneration("go") for _ in conversations]
+
+
+@pytest.mark.parametrize(("rule", "reward", "success"), [(None, 0.75, True), ("last", 0.25, False)])
+def test_the_episode_reward_follows_the_environments_rule_unless_configured(rule, reward, success):
+    policy = ChatPolicyAdapter(SaysGo())
+    _, [trajectory] = run(
+        policy,
+        [EpisodeRequest(0, "g")],
+        spec=ScoreDeltaEnv.spec,
+        factory=ScoreDeltaEnv,
+        action_format="raw",
+        reward=rule,
+    )
+    asyncio.run(policy.aclose())
+    assert trajectory.reward == reward and trajectory.success is success

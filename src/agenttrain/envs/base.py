@@ -132,6 +132,10 @@ class EnvSpec:
     """What it takes to run the environment in-process (shown by `agenttrain envs`)."""
     success_reward: float = 1.0
     """An episode that ends done with at least this reward is a success."""
+    episode_reward: Literal["last", "sum"] = "last"
+    """How step rewards make the episode's reward when the rollout config does not say:
+    the last step's (AgentGym's convention; TextCraft, BabyAI) or their sum (environments
+    whose step reward is a score change, e.g. SciWorld)."""
     breakdown_key: str | None = None
     """A key of the reset info to break evaluation results down by (TextCraft: depth)."""
     describe: Callable[[str], Mapping[str, Any]] | None = None

@@ -51,7 +51,9 @@ class RolloutConfig(BaseModel):
     system_prompt: str | None = None
     env_timeout_s: float = Field(60.0, gt=0, description="per environment call")
     max_format_errors: int = Field(3, ge=1, description="consecutive, before giving up")
-    reward: Literal["last", "sum"] = "last"
+    reward: Literal["last", "sum"] | None = Field(
+        None, description="episode reward from step rewards; default: the environment's rule"
+    )
     max_in_flight: int = Field(32, ge=1, description="episodes played at once")
     batch_wait_s: float = Field(0.02, ge=0, description="wait for stragglers before generating")
 
@@ -262,7 +264,8 @@ class RolloutEngine:
         self, trajectory: Trajectory, reason: FinishReason, last: float, total: float
     ) -> None:
         trajectory.finish_reason = reason
-        trajectory.reward = total if self.config.reward == "sum" else last
+        rule = self.config.reward or self.spec.episode_reward
+        trajectory.reward = total if rule == "sum" else last
         trajectory.success = reason == "done" and trajectory.reward >= self.spec.success_reward
 
     async def _env_call(self, call: Any, trajectory: Trajectory) -> Any:

@@ -75,6 +75,7 @@ SPEC = EnvSpec(
     num_tasks=4639,
     requirements="scienceworld 1.2.3 and Java 8+; runs in worker processes (one JVM each)",
     success_reward=100.0,
+    episode_reward="sum",
     breakdown_key="category",
     describe=describe,
     parse_action=parse_action,

@@ -202,7 +202,7 @@ class _Episode:
         mask = self.mask[: len(response_ids)]
         if env_error:
             mask = [0] * len(mask)  # excluded from the loss, never a score
-        if self.settings.reward == "sum":
+        if (self.settings.reward or self.spec.episode_reward) == "sum":
             reward = sum(self.turn_rewards)
         else:
             reward = self.turn_rewards[-1] if self.turn_rewards else 0.0

@@ -132,7 +132,7 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
         session = self._one(instance_id)
         if session is None or session.finish_reason == "env_error" or not session.turn_scores:
             return 0.0
-        if self.settings.reward == "sum":
+        if (self.settings.reward or session.spec.episode_reward) == "sum":
             return sum(session.turn_scores)
         return session.turn_scores[-1]
 

@@ -27,7 +27,8 @@ class LoopSettings(BaseModel):
     max_new_tokens: int | None = Field(None, ge=1, description="per turn; default: no cap")
     env_timeout_s: float = Field(60.0, gt=0)
     max_format_errors: int = Field(3, ge=1)
-    reward: Literal["last", "sum"] = "last"
+    reward: Literal["last", "sum"] | None = None
+    """Episode reward from step rewards; None: the environment's rule (`EnvSpec.episode_reward`)."""
     reward_function: bool = False
     """Leave `reward_score` unset so verl scores episodes with its reward function
     (`reward.custom_reward_function`); our per-episode fields reach it in `extra_info`."""
