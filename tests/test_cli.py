@@ -66,7 +66,7 @@ def test_play_against_a_server(textcraft_url):
     [
         (["serve", "textkraft"], "unknown environment 'textkraft' (did you mean 'textcraft'?)"),
         (["serve", "webshop"], "cannot be served from here"),
-        (["play", "babyai"], "--server URL"),
+        (["play", "alfworld"], "--server URL"),
     ],
 )
 def test_bad_environment_choices_are_clear_errors(args, message):

@@ -44,10 +44,10 @@ def test_sqlgym_reads_the_sql_block():
     assert get_format("react", "sqlgym").parse("SELECT 1").format_error
 
 
-def test_babyai_keeps_the_action_line_as_written_and_rejects_two():
+def test_babyai_reads_one_action_line_cleaned_as_agentgyms_client_and_rejects_two():
     react = get_format("react", "babyai")
-    parsed = react.parse("Thought: go.\nAction: go to red ball 1.\nThen more")
-    assert parsed.action == "go to red ball 1." and parsed.thought == "go."
+    parsed = react.parse("Thought: go.\nAction: go to  red-ball 1.\nThen more")
+    assert parsed.action == "go to redball 1" and parsed.thought == "go."
     assert react.parse("Action: turn left\nAction: turn right").feedback == ONE_ACTION
 
 

@@ -28,11 +28,15 @@ class OracleExpert:
         self.name = "oracle"
         self.marker = spec.oracle.task_marker
         self._plan = lru_cache(maxsize=4096)(spec.oracle.plan)
+        self._follow = spec.oracle.follow
         self.format = action_format
 
     def next_step(self, conversation: Sequence[ChatMessage]) -> PlannedAction:
         for index, message in enumerate(conversation):
             if message.role == "user" and self.marker in message.content:
+                if self._follow is not None:
+                    seen = [m.content for m in conversation[index:] if m.role == "user"]
+                    return self._follow(seen)
                 steps = self._plan(message.content)
                 done = sum(1 for m in conversation[index + 1 :] if m.role == "assistant")
                 return steps[min(done, len(steps) - 1)]

@@ -65,3 +65,7 @@ class Oracle:
     """Text that only the task's first observation contains (TextCraft: "Goal: craft")."""
     plan: Callable[[str], Sequence[PlannedAction]]
     """First observation -> the whole plan."""
+    follow: Callable[[Sequence[str]], PlannedAction] | None = None
+    """Closed-loop form, for environments whose first observation does not settle the task
+    (BabyAI): the episode's observations so far, the first one first -> the next step.
+    When set, the expert plays by it instead of `plan`."""

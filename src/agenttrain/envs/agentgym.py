@@ -16,7 +16,6 @@ from agenttrain.envs.actions import (
     ActionParser,
     InvalidAction,
     after_last_action,
-    single_action_line,
     whole_reply,
 )
 from agenttrain.envs.base import EnvSpec, WireProtocol
@@ -68,16 +67,6 @@ def _remote(
         parse_action=parse_action,
     )
 
-
-BABYAI = _remote(
-    "babyai",
-    "BabyAI",
-    "Grid-world navigation and object manipulation from text (40 minigrid levels).",
-    WireProtocol(root_text="This is environment BabyAI."),
-    max_turns=20,
-    requirements="not ported in-process yet; run AgentGym's `babyai` server and pass --server",
-    parse_action=single_action_line,
-)
 
 ALFWORLD = _remote(
     "alfworld",
@@ -143,4 +132,4 @@ SEARCHQA = _remote(
     parse_action=whole_reply,
 )
 
-REMOTE_SPECS = (BABYAI, ALFWORLD, WEBSHOP, SQLGYM, SEARCHQA)
+REMOTE_SPECS = (ALFWORLD, WEBSHOP, SQLGYM, SEARCHQA)

@@ -166,12 +166,14 @@ def _ensure_loaded() -> None:
         return
     _loaded = True
     from agenttrain.envs.agentgym import REMOTE_SPECS
+    from agenttrain.envs.babyai import BabyAIEnv
     from agenttrain.envs.largest import LargestEnv
     from agenttrain.envs.sciworld import SciWorldEnv
     from agenttrain.envs.textcraft import TextCraftEnv
 
     register("textcraft", TextCraftEnv)
     register("largest", LargestEnv)
+    register("babyai", BabyAIEnv)
     register("sciworld", SciWorldEnv, process_workers=4)  # a JVM per worker process
     for spec in REMOTE_SPECS:
         register(spec.name, spec=spec)
