@@ -1,4 +1,5 @@
-"""Throughput, latency and server CPU per request of AgentGym-compatible TextCraft servers.
+"""Throughput, latency, server CPU per request and memory per live session of
+AgentGym-compatible environment servers (`--env textcraft`, the default, or `babyai`).
 
 Each simulated client loops create -> reset -> 5 steps -> close (the loop AgentGym-RL runs
 per episode) for a fixed time. Reported per server and concurrency level: steps/s (only
@@ -11,11 +12,16 @@ AgentGym's own, with the SAME client in the SAME run, level by level, and the co
 is made on both figures. Its pid comes from `--against-pid`, or from the process that
 listens on the URL's loopback port; when neither works only client-side figures are given.
 
-Actions are the oracle's first moves for the goal the server names in its first
+TextCraft's actions are the oracle's first moves for the goal the server names in its first
 observation (padded with `inventory`), so both servers get valid moves for their own goal
-even where their task ids name different goals.
+even where their task ids name different goals. BabyAI's are turns and steps forward and
+then a high-level action from the first observation's action list.
 
-Usage: python benchmarks/env_server.py [--levels 1 8 32 128] [--seconds 10] [--out FILE]
+Memory: `--live-sessions N` opens N sessions at once (each reset to a task) and reports the
+server's RSS growth per live session.
+
+Usage: python benchmarks/env_server.py [--env textcraft|babyai] [--levels 1 8 32 128]
+           [--seconds 10] [--live-sessions 256] [--out FILE]
            [--against URL [--against-pid PID] [--against-name NAME]]
 """
 
@@ -28,10 +34,12 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agenttrain.envs import get_spec
 from agenttrain.envs.textcraft.oracle import goal_from_observation, plan
 from agenttrain.envs.textcraft.tasks import num_tasks, task
 from agenttrain.serving.client import EnvServerPool
@@ -39,7 +47,6 @@ from agenttrain.serving.errors import EnvServerError
 from agenttrain.serving.launch import start_server
 
 STEPS_PER_EPISODE = 5
-REQUESTS_PER_EPISODE = 3 + STEPS_PER_EPISODE  # create, reset, steps, close
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -54,33 +61,66 @@ class Target:
     pid_source: str
 
 
-def actions_by_goal() -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class Workload:
+    """What the clients play on one environment: which tasks, and which actions after a
+    given first observation."""
+
+    env: str
+    task_ids: Sequence[int]
+    actions: Callable[[str], list[str]]
+
+
+def textcraft_workload() -> Workload:
     """Five valid-looking actions per goal: the oracle's first moves, padded with `inventory`."""
     table = {}
     for task_id in range(num_tasks()):
         goal = task(task_id).goal
         moves = [p.action for p in plan(goal)][:STEPS_PER_EPISODE]
         table[goal] = moves + ["inventory"] * (STEPS_PER_EPISODE - len(moves))
-    return table
+    return Workload(
+        "textcraft", range(num_tasks()), lambda first: table[goal_from_observation(first)]
+    )
+
+
+def babyai_actions(first: str) -> list[str]:
+    """Turns and steps, then the first high-level action the first observation offers."""
+    listed = first.rsplit("Available actions: [", 1)[1].rstrip("]").split(", ")
+    high_level = [a.strip('"') for a in listed if a.startswith(('"go to', '"pickup', '"toggle'))]
+    return ["turn left", "move forward", "turn right", "move forward", *high_level[:1]][
+        :STEPS_PER_EPISODE
+    ]
+
+
+WORKLOADS: dict[str, Callable[[], Workload]] = {
+    "textcraft": textcraft_workload,
+    "babyai": lambda: Workload("babyai", range(900), babyai_actions),
+}
 
 
 async def client(pool: EnvServerPool, worker: int, deadline: float, stats: dict) -> None:
+    workload: Workload = stats["workload"]
+    success = get_spec(workload.env).success_reward
     episode = 0
     while time.perf_counter() < deadline:
-        task_id = (worker * 7919 + episode) % num_tasks()
+        task_id = workload.task_ids[(worker * 7919 + episode) % len(workload.task_ids)]
         episode += 1
+        steps = 0
         try:
             async with pool.environment() as env:
                 first = await env.reset(task_id)
-                for action in stats["actions"][goal_from_observation(first.text)]:
+                for action in workload.actions(first.text):
                     started = time.perf_counter()
                     result = await env.step(action)
                     stats["latency"].append(time.perf_counter() - started)
-            stats["solved"] += result.reward == 1
+                    steps += 1
+                    if result.done:  # BabyAI refuses steps after the end, as AgentGym's does
+                        break
+            stats["solved"] += result.done and result.reward >= success
         except EnvServerError:  # counted, not hidden: a server that errs does less work
             stats["failed_episodes"] += 1
             continue
-        stats["requests"] += REQUESTS_PER_EPISODE
+        stats["requests"] += 3 + steps  # create, reset, the steps, close
         stats["episodes"] += 1
 
 
@@ -97,7 +137,7 @@ class Usage:
         return cls(time.perf_counter(), time.process_time(), cpu_seconds(server_pid))
 
 
-async def load(target: Target, clients: int, seconds: float, actions: dict) -> dict:
+async def load(target: Target, clients: int, seconds: float, workload: Workload) -> dict:
     """Drive one server; usage is read after the pool's identity check, around the load only."""
     stats = {
         "latency": [],
@@ -105,9 +145,9 @@ async def load(target: Target, clients: int, seconds: float, actions: dict) -> d
         "episodes": 0,
         "solved": 0,
         "failed_episodes": 0,
-        "actions": actions,
+        "workload": workload,
     }
-    async with EnvServerPool("textcraft", target.url) as pool:
+    async with EnvServerPool(workload.env, target.url) as pool:
         await pool.verify()  # AgentGym's server: its task table is read or spot-checked here
         stats["before"] = Usage.now(target.pid)
         deadline = time.perf_counter() + seconds
@@ -116,10 +156,10 @@ async def load(target: Target, clients: int, seconds: float, actions: dict) -> d
     return stats
 
 
-def run_level(target: Target, clients: int, seconds: float, actions: dict) -> dict:
+def run_level(target: Target, clients: int, seconds: float, workload: Workload) -> dict:
     """One load run against one server, with the server's and the client's CPU time."""
     load_before = os.getloadavg()[0]
-    stats = asyncio.run(load(target, clients, seconds, actions))
+    stats = asyncio.run(load(target, clients, seconds, workload))
     before, after = stats["before"], stats["after"]
     elapsed = after.wall_s - before.wall_s
     server_cpu = None
@@ -234,19 +274,47 @@ def ratios(levels: list[dict], ours: str, other: str) -> list[dict]:
     return rows
 
 
+async def hold_sessions(target: Target, workload: Workload, sessions: int) -> dict:
+    """RSS growth of the server while `sessions` sessions are open and reset at once."""
+    async with EnvServerPool(workload.env, target.url) as pool:
+        await pool.verify()
+        before = rss_mib(target.pid)
+        envs = [pool.environment() for _ in range(sessions)]
+        ids = workload.task_ids
+        for start in range(0, sessions, 64):  # reset in batches: a cap-sized burst is not the point
+            batch = range(start, min(start + 64, sessions))
+            await asyncio.gather(*(envs[i].reset(ids[i % len(ids)]) for i in batch))
+        held = rss_mib(target.pid)
+        await asyncio.gather(*(env.close() for env in envs))
+    after = rss_mib(target.pid)
+    if before is None or held is None:
+        return {"server": target.name, "live_sessions": sessions, "rss_mib": None}
+    return {
+        "server": target.name,
+        "live_sessions": sessions,
+        "rss_mib_before": before,
+        "rss_mib_holding": held,
+        "rss_mib_after_close": after,
+        "rss_kib_per_live_session": round((held - before) * 1024 / sessions, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", choices=sorted(WORKLOADS), default="textcraft")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--against", help="URL of another AgentGym-compatible TextCraft server")
+    parser.add_argument("--live-sessions", type=int, default=256, help="0 skips the memory run")
+    parser.add_argument("--against", help="URL of another AgentGym-compatible server")
     parser.add_argument("--against-pid", type=int, help="pid of that server (for its CPU time)")
     parser.add_argument("--against-name", default="against", help="label of that server")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    out = args.out or Path(__file__).parent / "results" / "env_server.json"
+    name = "env_server" if args.env == "textcraft" else f"env_server_{args.env}"
+    out = args.out or Path(__file__).parent / "results" / f"{name}.json"
 
-    actions = actions_by_goal()
-    server = start_server("textcraft", extra_args=["--max-sessions", "4096"])
+    workload = WORKLOADS[args.env]()
+    server = start_server(args.env, extra_args=["--max-sessions", "4096"])
     try:
         targets = [Target("agenttrain", server.url, server.process.pid, "started here")]
         if args.against:
@@ -254,16 +322,21 @@ def main() -> None:
         for target in targets:
             if target.pid is None:
                 print(f"{target.name}: server pid {target.pid_source}; client-side figures only")
-            asyncio.run(load(target, 4, 1.0, actions))  # warm-up
+            asyncio.run(load(target, 4, 1.0, workload))  # warm-up
         rss_before = {t.name: rss_mib(t.pid) for t in targets}
         levels = []
         for clients in args.levels:
             for target in targets:
-                result = run_level(target, clients, args.seconds, actions)
+                result = run_level(target, clients, args.seconds, workload)
                 levels.append(result)
                 print(json.dumps(result))
+        memory = []
+        for target in targets if args.live_sessions else []:
+            memory.append(asyncio.run(hold_sessions(target, workload, args.live_sessions)))
+            print(json.dumps(memory[-1]))
         report = {
             "benchmark": "env_server",
+            "env": args.env,
             "loop": f"create -> reset -> {STEPS_PER_EPISODE} steps -> close",
             "client": "agenttrain EnvServerPool (aiohttp), one process, for every server",
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
@@ -278,6 +351,7 @@ def main() -> None:
                 for t in targets
             ],
             "levels": levels,
+            "memory": memory,
         }
         if args.against:
             report["ratios"] = {
