@@ -21,7 +21,7 @@ Memory: `--live-sessions N` opens N sessions at once (each reset to a task) and 
 server's RSS growth per live session.
 
 Usage: python benchmarks/env_server.py [--env textcraft|babyai] [--levels 1 8 32 128]
-           [--seconds 10] [--live-sessions 256] [--out FILE]
+           [--seconds 10] [--live-sessions 1024] [--out FILE]
            [--against URL [--against-pid PID] [--against-name NAME]]
 """
 
@@ -304,7 +304,7 @@ def main() -> None:
     parser.add_argument("--env", choices=sorted(WORKLOADS), default="textcraft")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--live-sessions", type=int, default=256, help="0 skips the memory run")
+    parser.add_argument("--live-sessions", type=int, default=1024, help="0 skips the memory run")
     parser.add_argument("--against", help="URL of another AgentGym-compatible server")
     parser.add_argument("--against-pid", type=int, help="pid of that server (for its CPU time)")
     parser.add_argument("--against-name", default="against", help="label of that server")
@@ -322,6 +322,12 @@ def main() -> None:
         for target in targets:
             if target.pid is None:
                 print(f"{target.name}: server pid {target.pid_source}; client-side figures only")
+            asyncio.run(hold_sessions(target, workload, 8))  # warm-up: imports, first levels
+        memory = []  # measured first: the load below leaves freed memory the sessions would reuse
+        for target in targets if args.live_sessions else []:
+            memory.append(asyncio.run(hold_sessions(target, workload, args.live_sessions)))
+            print(json.dumps(memory[-1]))
+        for target in targets:
             asyncio.run(load(target, 4, 1.0, workload))  # warm-up
         rss_before = {t.name: rss_mib(t.pid) for t in targets}
         levels = []
@@ -330,10 +336,6 @@ def main() -> None:
                 result = run_level(target, clients, args.seconds, workload)
                 levels.append(result)
                 print(json.dumps(result))
-        memory = []
-        for target in targets if args.live_sessions else []:
-            memory.append(asyncio.run(hold_sessions(target, workload, args.live_sessions)))
-            print(json.dumps(memory[-1]))
         report = {
             "benchmark": "env_server",
             "env": args.env,
