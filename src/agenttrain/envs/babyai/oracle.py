@@ -34,7 +34,7 @@ LOOKAHEAD = 64
 """Primitive moves of the bot's plan that a high-level action is matched against."""
 PLAN_LIMIT = 100
 """Turns after which an open-loop plan gives up."""
-BELIEFS_KEPT = 2048
+BELIEFS_KEPT = 1024
 """Conversations whose state the oracle remembers (one per episode in flight suffices)."""
 
 
