@@ -118,7 +118,7 @@ class BabyAIGame:
         return command
 
     def _stand_still(self, text: str) -> Outcome:
-        """An action that moves nothing: AgentGym keeps the last reward and adds it again."""
+        """An action that moves nothing earns 0 (AgentGym: the last reward, scored again)."""
         if not self.compat:
             self.reward = 0.0
         self.score += self.reward
@@ -128,13 +128,11 @@ class BabyAIGame:
         reward, terminated, truncated = 0.0, False, False
         for move in moves:
             observation, reward, terminated, truncated, _ = self.env.step(move)
-            if not self.compat and (terminated or truncated):
-                break
+            ended = not self.compat and (terminated or truncated)
             unchanged = np.array_equal(observation["image"], self.image)
             self.image = observation["image"]
-            if unchanged:
+            if ended or unchanged:
                 break
-        self.image = observation["image"]
         self.view = self._render()
         self.reward = float(reward)
         text = self.view.description + self._ending(terminated, truncated)
