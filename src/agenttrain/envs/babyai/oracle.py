@@ -58,7 +58,7 @@ def _mission_progress(instr: object) -> tuple:
     return (done, *(_mission_progress(part) for part in parts if part is not None))
 
 
-def _pose(env: object) -> tuple[int, int, int]:
+def _pose(env: RoomGridLevel) -> tuple[int, int, int]:
     return int(env.agent_pos[0]), int(env.agent_pos[1]), int(env.agent_dir)
 
 
