@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from minigrid.core.constants import COLOR_TO_IDX, OBJECT_TO_IDX
 
-from agenttrain.envs import make_env
+from agenttrain.envs import get_spec, make_env
 from agenttrain.envs.babyai.game import BabyAIGame, EpisodeFinished
 from agenttrain.envs.babyai.levels import LEVELS, splits, task
 from agenttrain.envs.babyai.view import Pose, render
@@ -272,3 +272,13 @@ def test_an_unreachable_door_is_refused_by_number_unless_compat():
 def test_the_env_switch_reaches_the_game():
     assert make_env("babyai", agentgym_compat=True).agentgym_compat
     assert not make_env("babyai").agentgym_compat
+
+
+@pytest.mark.parametrize("compat", [False, True])
+def test_summed_step_rewards_are_the_score_agentgyms_client_reports(compat):
+    assert get_spec("babyai").episode_reward == "sum"
+    played = game(0, compat)
+    actions = ["turn left"] * 40 + ["go to red ball 1", "fly away", "turn left"]
+    outcomes = [played.step(a) for a in actions[: 41 if not compat else None]]
+    assert sum(o.reward for o in outcomes) == pytest.approx(outcomes[-1].score)
+    assert outcomes[-1].score > 0

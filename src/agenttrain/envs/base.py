@@ -134,8 +134,9 @@ class EnvSpec:
     """An episode that ends done with at least this reward is a success."""
     episode_reward: Literal["last", "sum"] = "last"
     """How step rewards make the episode's reward when the rollout config does not say:
-    the last step's (AgentGym's convention; TextCraft, BabyAI) or their sum (environments
-    whose step reward is a score change, e.g. SciWorld)."""
+    the last step's (AgentGym's convention; TextCraft) or their sum (environments whose step
+    reward is a score change, e.g. SciWorld, or whose AgentGym client reports a running
+    score: BabyAI)."""
     breakdown_key: str | None = None
     """A key of the reset info to break evaluation results down by (TextCraft: depth)."""
     describe: Callable[[str], Mapping[str, Any]] | None = None

@@ -34,6 +34,9 @@ SPEC = EnvSpec(
     split_loader=splits,
     requirements="minigrid (PyPI)",
     success_reward=0.1,  # minigrid pays 1 - 0.9 * steps / max_steps >= 0.1 for a success
+    # AgentGym's client reports `score`, the running sum of the step rewards; with the defects
+    # fixed only the last step pays, so the sum is also the last reward.
+    episode_reward="sum",
     breakdown_key="category",
     parse_action=parse_action,
     oracle=ORACLE,
