@@ -1,5 +1,6 @@
 """Throughput, latency, server CPU per request and memory per live session of
-AgentGym-compatible environment servers (`--env textcraft`, the default, or `babyai`).
+AgentGym-compatible environment servers (`--env textcraft`, the default, `babyai` or
+`sciworld`, served with 4 worker processes; memory counts the server and all its descendants).
 
 Each simulated client loops create -> reset -> 5 steps -> close (the loop AgentGym-RL runs
 per episode) for a fixed time. Reported per server and concurrency level: steps/s (only
@@ -20,7 +21,7 @@ then a high-level action from the first observation's action list.
 Memory: `--live-sessions N` opens N sessions at once (each reset to a task) and reports the
 server's RSS growth per live session.
 
-Usage: python benchmarks/env_server.py [--env textcraft|babyai] [--levels 1 8 32 128]
+Usage: python benchmarks/env_server.py [--env textcraft|babyai|sciworld] [--levels 1 8 32 128]
            [--seconds 10] [--live-sessions 1024] [--out FILE]
            [--against URL [--against-pid PID] [--against-name NAME]]
 """
@@ -92,10 +93,23 @@ def babyai_actions(first: str) -> list[str]:
     ]
 
 
+def sciworld_workload() -> Workload:
+    """The test games; looking around and checking the inventory (valid in every game)."""
+    from agenttrain.envs import get_spec
+
+    actions = ["look around", "inventory"] * STEPS_PER_EPISODE
+    return Workload(
+        "sciworld", get_spec("sciworld").split("test"), lambda first: actions[:STEPS_PER_EPISODE]
+    )
+
+
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "textcraft": textcraft_workload,
     "babyai": lambda: Workload("babyai", range(900), babyai_actions),
+    "sciworld": sciworld_workload,
 }
+SERVER_ARGS: dict[str, list[str]] = {"sciworld": ["--workers", "4"]}
+"""Extra `agenttrain serve` flags per environment (SciWorld: 4 worker processes)."""
 
 
 async def client(pool: EnvServerPool, worker: int, deadline: float, stats: dict) -> None:
@@ -213,12 +227,38 @@ def cpu_seconds(pid: int | None) -> float | None:
 
 
 def rss_mib(pid: int | None) -> float | None:
+    """Resident memory of a process and all its descendants (SciWorld's worker processes and
+    their JVMs count too)."""
     if pid is None:
         return None
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return None
+    total_kib = 0
+    for member in [pid, *descendants(pid)]:
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:  # exited meanwhile
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total_kib += int(line.split()[1])
+    return round(total_kib / 1024, 1)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from the parent field of /proc/*/stat."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        parent = int(text[text.rindex(")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, frontier = [], [pid]
+    while frontier:
+        below = children.get(frontier.pop(), [])
+        found += below
+        frontier += below
+    return found
 
 
 def listening_pid(port: int) -> int | None:
@@ -314,7 +354,9 @@ def main() -> None:
     out = args.out or Path(__file__).parent / "results" / f"{name}.json"
 
     workload = WORKLOADS[args.env]()
-    server = start_server(args.env, extra_args=["--max-sessions", "4096"])
+    server = start_server(
+        args.env, extra_args=["--max-sessions", "4096", *SERVER_ARGS.get(args.env, [])]
+    )
     try:
         targets = [Target("agenttrain", server.url, server.process.pid, "started here")]
         if args.against:
