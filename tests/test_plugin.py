@@ -69,6 +69,7 @@ def test_an_installed_plugin_is_listed_with_its_splits(site):
     assert "in-process" in row and "train 800 · val 100 · test 100" in row
 
 
+@pytest.mark.slow  # an `agenttrain train` subprocess
 def test_one_training_step_runs_on_the_plugin_built_with_env_kwargs(site, tiny_model_dir, tmp_path):
     out = tmp_path / "run"
     result = agenttrain(site, *train_args(tiny_model_dir, out, "{words: 2}"))
@@ -85,6 +86,7 @@ def test_one_training_step_runs_on_the_plugin_built_with_env_kwargs(site, tiny_m
         assert len(question.split("Repeat exactly:")[1].split()) == 2
 
 
+@pytest.mark.slow  # an `agenttrain train` subprocess
 def test_a_misspelt_env_kwarg_names_the_plugin_and_its_parameters(site, tiny_model_dir, tmp_path):
     result = agenttrain(site, *train_args(tiny_model_dir, tmp_path / "run", "{word: 2}"))
     assert result.returncode != 0
