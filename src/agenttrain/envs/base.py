@@ -222,7 +222,5 @@ class LocalEnvironment:
 
 def describe_failure(failure: BaseException) -> str:
     """How an environment failure is reported: `timeout`, or the error's type and message."""
-    import asyncio
-
     kind = "timeout" if isinstance(failure, asyncio.TimeoutError) else type(failure).__name__
     return f"{kind}: {failure}" if str(failure) else kind

@@ -77,7 +77,6 @@ class Trainer(TrainingRun):
             timeout_s=config.rollout.env_timeout_s,
         )
         """The run's environments (one, or several mixed by weight) and its task stream."""
-        self.spec = self.environments.parts[0].spec
         self.device = torch.device(config.model.device)
         self.resume_from = self._find_resume_point()
         self.config_changes = self._check_resume_config(allow_config_change)
@@ -299,11 +298,6 @@ class Trainer(TrainingRun):
         return folder
 
     # -- one step ---------------------------------------------------------------------------
-
-    @property
-    def train_tasks(self) -> list[int]:
-        """The (first) environment's training tasks."""
-        return self.environments.parts[0].train_tasks
 
     @property
     def has_validation(self) -> bool:
