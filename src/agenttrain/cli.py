@@ -332,6 +332,9 @@ def eval_command(
     )
     console.print(_summary_table(results))
     console.print(SUMMARY_NOTE, highlight=False)
+    console.print(_intervals_table(results))
+    note = INTERVAL_NOTE + (" " + DIFFERENCE_NOTE if len(results) > 1 else "")
+    console.print(note, highlight=False, markup=False)
     for line in env_error_lines({r.model: r.summary for r in results}):
         console.print(f"[bold red]environment errors:[/] {line}", highlight=False)
     console.print(f"Report: {report}\nEpisodes: {', '.join(str(r.episodes_path) for r in results)}")
@@ -372,6 +375,11 @@ SUMMARY_NOTE = (
     "episode, each environment error a failure. fmt err: share of turns with a format error; "
     "env err: episodes lost to environment errors."
 )
+INTERVAL_NOTE = "[low, high]: 95% bootstrap interval over tasks."
+DIFFERENCE_NOTE = (
+    "Δ vs first: minus the first model over the tasks both played, with a paired interval "
+    "(the same tasks drawn for both); * it excludes 0."
+)
 
 
 def _summary_table(results: list) -> Table:
@@ -393,7 +401,32 @@ def _summary_table(results: list) -> Table:
         title = SUMMARY_TITLES.get(key, key)
         table.add_column(title, justify="right", min_width=len(title), no_wrap=True)
     for result in results:
-        table.add_row(result.model, *(metric_cell(result.summary, key) for key in keys))
+        table.add_row(result.model, *(metric_cell(result.summary, key, False) for key in keys))
+    return table
+
+
+def _intervals_table(results: list) -> Table:
+    """Success with its interval, and each later model's paired difference to the first: a
+    table of its own, so the headline table keeps to 80 columns."""
+    from agenttrain.eval.report import difference_cell, metric_cell
+
+    table = Table(
+        title="success (scored), 95% intervals",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("model", overflow="fold", min_width=12)
+    table.add_column("success", justify="right", no_wrap=True)
+    if len(results) > 1:
+        table.add_column("tasks", justify="right", no_wrap=True)
+        table.add_column("Δ vs first", justify="right", no_wrap=True)
+    for result in results:
+        row = [result.model, metric_cell(result.summary, "success_rate")]
+        if len(results) > 1:
+            difference = result.summary.get("difference_to_first", {}).get("success_rate")
+            row += [str(difference["tasks"]) if difference else "-", difference_cell(difference)]
+        table.add_row(*row)
     return table
 
 

@@ -9,15 +9,24 @@ run whose server died, so both views are reported: `success_rate` over scored ep
 `success_rate_all` with every env error counted as a failure, next to `env_errors`. pass@k
 and avg@n average over the tasks that kept at least k (n) scored samples;
 `tasks_per_metric` says how many that is for each.
+
+Intervals are percentile bootstraps over tasks (a drawn task brings all its samples, since
+samples of one task are correlated): `success_rate_ci` and `mean_reward_ci` in every summary,
+and `paired_difference` for two models on the same tasks, which draws the same task ids for
+both. Each metric is a ratio of per-task totals, so a resample weighs tasks by their scored
+episodes exactly as the point estimate does.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
 from math import comb
 from statistics import fmean
 from typing import Any
+
+import numpy as np
 
 from agenttrain.rollout.trajectory import FINISH_REASONS, Trajectory
 
@@ -87,6 +96,8 @@ def _metrics(trajectories: Sequence[Trajectory], ks: Iterable[int] | None) -> di
             for reason in FINISH_REASONS
         },
         "generated_tokens": sum(t.generated_tokens for t in trajectories),
+        "success_rate_ci": bootstrap_interval(task_parts(trajectories, "success_rate")),
+        "mean_reward_ci": bootstrap_interval(task_parts(trajectories, "mean_reward")),
     }
     if samples:
         wanted = [k for k in (ks or default_ks(samples)) if k <= samples]
@@ -114,3 +125,127 @@ def _at_k(scored: Sequence[Trajectory], ks: Sequence[int], samples: int) -> dict
         at_k[f"pass@{k}"] = fmean(pass_at_k(len(v), sum(v), k) for v in enough) if enough else None
         counted[f"pass@{k}"] = len(enough)
     return {**at_k, "tasks_per_metric": counted}
+
+
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+BOOTSTRAP_SEED = 0
+
+TaskKey = tuple[str, int]
+"""(environment, task id): a task across evaluations, so two environments share none."""
+
+EPISODE_PARTS: dict[str, Callable[[Trajectory], tuple[float, float]]] = {
+    "success_rate": lambda t: (float(t.success), 1.0),
+    "mean_reward": lambda t: (float(t.reward or 0.0), 1.0),
+    "mean_turns": lambda t: (float(t.num_turns), 1.0),
+    "format_error_rate": lambda t: (float(t.format_errors), float(t.num_turns)),
+}
+"""Each metric as a ratio of totals: an episode's (numerator, denominator) parts. Env-error
+episodes take no part (they have no score), as in `summarize`."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """`other - first` over the tasks both have, with its paired bootstrap interval."""
+
+    estimate: float
+    low: float
+    high: float
+    tasks: int
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "excludes_zero": self.excludes_zero}
+
+
+def task_parts(
+    trajectories: Iterable[Trajectory], metric: str
+) -> dict[TaskKey, tuple[float, float]]:
+    """Per task, the summed numerator and denominator of `metric` over its scored episodes;
+    tasks with a zero denominator (every episode an env error) are left out."""
+    parts = EPISODE_PARTS[metric]
+    totals: dict[TaskKey, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for trajectory in trajectories:
+        if trajectory.finish_reason != "env_error":
+            numerator, denominator = parts(trajectory)
+            total = totals[(trajectory.env, trajectory.task_id)]
+            total[0] += numerator
+            total[1] += denominator
+    return {key: (num, den) for key, (num, den) in totals.items() if den > 0}
+
+
+def _resampled_ratios(
+    numerators: np.ndarray, denominators: np.ndarray, picks: np.ndarray
+) -> np.ndarray:
+    """The metric (ratio of totals) of each resample: one row of task indices per resample."""
+    return numerators[picks].sum(axis=1) / denominators[picks].sum(axis=1)
+
+
+def _picks(tasks: int, resamples: int, seed: int) -> np.ndarray:
+    """Task indices drawn with replacement: resamples × tasks, the same for the same seed."""
+    return np.random.default_rng(seed).integers(0, tasks, size=(resamples, tasks))
+
+
+def _percentiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(values, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def bootstrap_interval(
+    parts: dict[TaskKey, tuple[float, float]],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of a ratio metric, resampling tasks with replacement and
+    keeping every sample of a drawn task (samples of one task are not independent). None
+    without tasks."""
+    if not parts:
+        return None
+    numerators, denominators = np.array(list(parts.values())).T
+    picks = _picks(len(parts), resamples, seed)
+    return _percentiles(_resampled_ratios(numerators, denominators, picks), confidence)
+
+
+def paired_difference(
+    first: dict[TaskKey, tuple[float, float]],
+    other: dict[TaskKey, tuple[float, float]],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = BOOTSTRAP_SEED,
+) -> Difference | None:
+    """`other - first` over their shared tasks; each resample draws the same task ids for
+    both, so task difficulty, which both share, cancels out of the interval. None without
+    shared tasks."""
+    shared = sorted(first.keys() & other.keys())
+    if not shared:
+        return None
+    a_num, a_den, b_num, b_den = np.array([first[key] + other[key] for key in shared]).T
+    picks = _picks(len(shared), resamples, seed)
+    differences = _resampled_ratios(b_num, b_den, picks) - _resampled_ratios(a_num, a_den, picks)
+    low, high = _percentiles(differences, confidence)
+    estimate = b_num.sum() / b_den.sum() - a_num.sum() / a_den.sum()
+    return Difference(float(estimate), low, high, len(shared))
+
+
+def differences_to_first(
+    episodes: dict[str, Sequence[Trajectory]],
+    metrics: Sequence[str] = ("success_rate", "mean_reward"),
+) -> dict[str, dict[str, Any]]:
+    """For every model after the first: its paired difference to the first on each metric."""
+    models = list(episodes)
+    if len(models) < 2:
+        return {}
+    baseline = {m: task_parts(episodes[models[0]], m) for m in metrics}
+    result: dict[str, dict[str, Any]] = {}
+    for model in models[1:]:
+        entry: dict[str, Any] = {"baseline": models[0]}
+        for metric in metrics:
+            difference = paired_difference(baseline[metric], task_parts(episodes[model], metric))
+            entry[metric] = difference.to_dict() if difference else None
+        result[model] = entry
+    return result

@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt
 
+from agenttrain.eval.metrics import BOOTSTRAP_RESAMPLES, CONFIDENCE, differences_to_first
 from agenttrain.rollout.trajectory import FINISH_REASONS, Trajectory, read_jsonl
 
 LABELS = {
@@ -27,10 +28,34 @@ RATES_NOTE = (
 )
 
 
+INTERVAL_NOTE = (
+    f"[low, high]: {CONFIDENCE:.0%} percentile bootstrap interval over tasks "
+    f"({BOOTSTRAP_RESAMPLES:,} resamples; a drawn task brings all its samples)."
+)
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return "-" if value is None else str(value)
+
+
+def with_interval(value: float, interval: Sequence[float] | None, signed: bool = False) -> str:
+    """'0.375 [0.30, 0.45]' (signed: '+0.125 [+0.05, +0.20]'); the value alone without one."""
+    sign = "+" if signed else ""
+    text = f"{value:{sign}.3f}"
+    if interval is None:
+        return text
+    low, high = interval
+    return f"{text} [{low:{sign}.2f}, {high:{sign}.2f}]"
+
+
+def difference_cell(difference: dict[str, Any] | None) -> str:
+    """A paired difference and its interval, starred when the interval excludes 0."""
+    if difference is None:
+        return "-"
+    text = with_interval(difference["estimate"], (difference["low"], difference["high"]), True)
+    return text + (" *" if difference["excludes_zero"] else "")
 
 
 def at_k_keys(summaries: Sequence[dict[str, Any]]) -> list[str]:
@@ -41,8 +66,11 @@ def at_k_keys(summaries: Sequence[dict[str, Any]]) -> list[str]:
     )
 
 
-def metric_cell(summary: dict[str, Any], key: str) -> str:
-    """A metric's value; pass@k/avg@n say over how many tasks when env errors cost some."""
+def metric_cell(summary: dict[str, Any], key: str, interval: bool = True) -> str:
+    """A metric's value, with its interval where the summary has one (and `interval`);
+    pass@k/avg@n say over how many tasks when env errors cost some."""
+    if interval and summary.get(f"{key}_ci") is not None:
+        return with_interval(summary[key], summary[f"{key}_ci"])
     text = _fmt(summary.get(key))
     counted = summary.get("tasks_per_metric", {}).get(key)
     if counted is not None and counted < summary.get("tasks", 0):
@@ -118,6 +146,27 @@ def finish_table(summaries: dict[str, dict[str, Any]]) -> str:
             f"| {model} | " + " | ".join(str(reasons.get(r, 0)) for r in FINISH_REASONS) + " |"
         )
     return "\n".join(lines)
+
+
+def differences_table(differences: dict[str, dict[str, Any]]) -> str:
+    """One row per model after the first: its paired success and reward difference to it."""
+    lines = [
+        "| model | tasks | Δ success | Δ mean reward |",
+        "|---|---:|---:|---:|",
+    ]
+    for model, entry in differences.items():
+        success = entry.get("success_rate")
+        tasks = success["tasks"] if success else 0
+        cells = [difference_cell(entry.get(key)) for key in ("success_rate", "mean_reward")]
+        lines.append(f"| {model} | {tasks} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+DIFFERENCE_NOTE = (
+    "Δ: the model minus the first, over the tasks both played; the interval is a paired "
+    "bootstrap (each resample draws the same tasks for both models); * the interval "
+    "excludes 0."
+)
 
 
 def plot_breakdown(summaries: dict[str, dict[str, Any]], key: str, path: Path) -> bool:
@@ -228,12 +277,23 @@ def write_report(
         *_env_error_block(summaries),
         metrics_table(summaries),
         "",
-        RATES_NOTE + " pass@k: unbiased estimator over the scored samples of each task, "
-        "averaged over the tasks with at least k of them; avg@n: mean success of the n samples "
-        "per task, over the tasks with all n scored. A cell says over how many tasks when "
-        "environment errors left some with fewer.",
+        f"{RATES_NOTE} {INTERVAL_NOTE} pass@k: unbiased estimator over the scored samples "
+        "of each task, averaged over the tasks with at least k of them; avg@n: mean success "
+        "of the n samples per task, over the tasks with all n scored. A cell says over how "
+        "many tasks when environment errors left some with fewer.",
         "",
     ]
+    differences = differences_to_first(episodes)
+    if differences:
+        first = next(iter(summaries))
+        lines += [
+            f"## Differences to {first}",
+            "",
+            differences_table(differences),
+            "",
+            DIFFERENCE_NOTE,
+            "",
+        ]
     if breakdown_key and breakdown_table(summaries, breakdown_key):
         lines += [
             f"## Success by {breakdown_key}",

@@ -22,12 +22,12 @@ from rich.console import Console
 from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec
 from agenttrain.envs.source import EnvSource
-from agenttrain.eval.metrics import summarize
+from agenttrain.eval.metrics import differences_to_first, summarize
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.loader import load_policy
 from agenttrain.policy.models import resolve
 from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig, RolloutEngine
-from agenttrain.rollout.trajectory import Trajectory, write_jsonl
+from agenttrain.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import progress_display
 
@@ -256,9 +256,13 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelRe
     finally:
         loop.run_until_complete(envs.aclose())
         loop.close()
-    (config.out / "summary.json").write_text(
-        json.dumps({r.model: r.summary for r in results}, indent=2)
+    differences = differences_to_first(
+        {r.model: list(read_jsonl(r.episodes_path)) for r in results}
     )
+    summaries = {r.model: r.summary for r in results}
+    for model, difference in differences.items():
+        summaries[model]["difference_to_first"] = difference
+    (config.out / "summary.json").write_text(json.dumps(summaries, indent=2))
     return results
 
 
