@@ -6,8 +6,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+from agenttrain.policy import decoder as decoder_module
 from agenttrain.policy.base import GenerationRequest, SamplingParams
-from agenttrain.policy.decoder import LlamaFamilyDecoder, supports
+from agenttrain.policy.decoder import LlamaFamilyDecoder, common_prefix_length, supports
 from agenttrain.policy.hf import HFPolicy
 from agenttrain.policy.sampling import token_logprobs
 
@@ -163,3 +164,69 @@ def test_unsupported_architectures_fall_back(tokenizer):
     model = LlamaForCausalLM(config)
     model.config.model_type = "gpt_neox"  # pretend: the fast path must not claim it
     assert not supports(model)
+
+
+INSTRUCTIONS = "You are an agent. " + "Craft items from the recipes you are given. " * 12
+
+
+def long_prompts(policy, tasks):
+    """Prompts sharing a long instruction block, as an environment's prompts do."""
+    return [
+        policy.template.prompt_ids([{"role": "user", "content": f"{INSTRUCTIONS}Goal: {task}"}])
+        for task in tasks
+    ]
+
+
+def test_a_group_prompt_runs_through_the_model_once(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    prompt = long_prompts(policy, ["craft a stick"])[0]
+    params = SamplingParams(max_new_tokens=6)
+    requests = [GenerationRequest(prompt, f"g{i}", seed=i) for i in range(4)]
+    generations = policy.generate(requests, params)
+    stats = policy.decoder.stats
+    # The first row runs the prompt; the other three copy all of it but its last token.
+    assert stats["prefill_tokens"] == len(prompt) + 3
+    assert stats["copied_prefix_tokens"] == 3 * (len(prompt) - 1)
+    assert stats["shared_attention_steps"] > 0
+    for generation in generations:
+        expected = forward_logprobs(tiny_model, prompt, generation.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(generation.logprobs), expected, atol=1e-4)
+
+
+def test_tasks_sharing_instructions_stay_exact_over_two_turns(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    prompts = long_prompts(policy, ["craft a stick", "craft a torch", "get 2 planks"])
+    params = SamplingParams(temperature=0.8, max_new_tokens=8)
+    first = policy.generate(
+        [GenerationRequest(p, f"e{i}", seed=i) for i, p in enumerate(prompts)], params
+    )
+    shared = common_prefix_length(prompts[0], prompts[1])
+    assert policy.decoder.stats["prefill_tokens"] < sum(map(len, prompts)) - shared
+    turn2 = [
+        p + g.token_ids + policy.template.user_turn_ids(f"Observation {i}: nothing happens.")
+        for i, (p, g) in enumerate(zip(prompts, first, strict=True))
+    ]
+    second = policy.generate(
+        [GenerationRequest(p, f"e{i}", seed=10 + i) for i, p in enumerate(turn2)], params
+    )
+    for prompt, generation in [*zip(prompts, first, strict=True), *zip(turn2, second, strict=True)]:
+        expected = forward_logprobs(tiny_model, prompt, generation.token_ids, 0.8)
+        assert torch.allclose(torch.tensor(generation.logprobs), expected, atol=1e-4)
+
+
+def test_shared_prefix_attention_samples_what_plain_attention_samples(
+    tiny_model, tokenizer, monkeypatch
+):
+    prompts = long_prompts(HFPolicy(tiny_model, tokenizer, name="tiny"), ["a", "b", "c", "d"])
+    params = SamplingParams(max_new_tokens=12)
+    requests = [GenerationRequest(p, seed=i) for i, p in enumerate(prompts)]
+    split = HFPolicy(tiny_model, tokenizer, name="tiny")
+    split_generations = split.generate(requests, params)
+    monkeypatch.setattr(decoder_module, "MIN_SHARED_ATTENTION", 10**9)  # whole-row attention
+    plain = HFPolicy(tiny_model, tokenizer, name="tiny")
+    plain_generations = plain.generate(requests, params)
+    for a, b in zip(split_generations, plain_generations, strict=True):
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
+    assert split.decoder.stats["shared_attention_steps"] > 0
+    assert plain.decoder.stats["shared_attention_steps"] == 0

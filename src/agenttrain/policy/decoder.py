@@ -28,6 +28,10 @@ from agenttrain.policy.sampling import sample
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 PREFILL_TOKENS = 2048
 """At most this many new tokens go through the model in one pass (bounds activation memory)."""
+MIN_SHARED_PREFIX = 16
+"""Prompts sharing at least this many leading tokens compute them once (copied, not re-run)."""
+MIN_SHARED_ATTENTION = 64
+"""Decode steps attend a prefix shared by every row once when it is at least this long."""
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -163,6 +167,7 @@ class Arena:
 class _Work:
     request: GenerationRequest
     slot: int
+    prompt: list[int]
     pending: list[int]
     """Prompt tokens not yet in the row's cache."""
     limit: int
@@ -197,6 +202,12 @@ class LlamaFamilyDecoder:
         self.arena = Arena(
             len(self.layers), self.kv_heads, self.head_dim, self.cache_dtype, self.device, slots
         )
+        self.shared_prefix = 0
+        """Columns [0, shared_prefix) hold the same tokens in every row of the current call:
+        decode steps attend them once for all rows (set per call, 0 = off)."""
+        self.stats = {"prefill_tokens": 0, "copied_prefix_tokens": 0, "shared_attention_steps": 0}
+        """Counters a benchmark or test can read: prompt tokens run through the model, prompt
+        tokens copied from another row instead, decode steps that attended a shared prefix."""
 
     # -- the forward pass ---------------------------------------------------------------
 
@@ -278,14 +289,57 @@ class LlamaFamilyDecoder:
             (self.arena.slots, self.kv_heads, self.groups, self.head_dim), dtype=self.cache_dtype
         )
         queries[index] = grouped.to(self.cache_dtype)
-        out = torch.nn.functional.scaled_dot_product_attention(
-            queries,
-            self.arena.k[layer][:, :, :width],
-            self.arena.v[layer][:, :, :width],
-            attn_mask=mask,
-            scale=self.scaling,
-        )
+        if self.shared_prefix:
+            out = self._attend_with_shared_prefix(queries, layer, slots[0], mask, width)
+        else:
+            out = torch.nn.functional.scaled_dot_product_attention(
+                queries,
+                self.arena.k[layer][:, :, :width],
+                self.arena.v[layer][:, :, :width],
+                attn_mask=mask,
+                scale=self.scaling,
+            )
         return out[index].reshape(len(slots), self.q_heads, self.head_dim)
+
+    def _attend_with_shared_prefix(
+        self, queries: torch.Tensor, layer: int, owner: int, mask: torch.Tensor, width: int
+    ) -> torch.Tensor:
+        """Attention split at the shared prefix: every row's queries against one copy of the
+        prefix (a single matrix product, read once instead of once per row), each row against
+        its own remaining columns, merged with a common softmax maximum.
+
+        Memory traffic, not arithmetic, bounds decode attention on CPU, so reading the
+        instructions' keys/values once per step instead of once per episode is the saving.
+        queries [slots, kv_heads, groups, head_dim]; returns the same shape.
+        """
+        shared = self.shared_prefix
+        keys, values = self.arena.k[layer], self.arena.v[layer]
+        slots = queries.shape[0]
+        # Prefix: [kv_heads, slots * groups, head_dim] @ [kv_heads, head_dim, shared].
+        stacked = queries.transpose(0, 1).reshape(self.kv_heads, slots * self.groups, -1)
+        prefix_scores = torch.matmul(stacked, keys[owner, :, :shared].transpose(-1, -2))
+        prefix_scores = prefix_scores.mul_(self.scaling).view(
+            self.kv_heads, slots, self.groups, shared
+        )
+        # Each row's own columns: [slots, kv_heads, groups, width - shared].
+        own_scores = torch.matmul(queries, keys[:, :, shared:width].transpose(-1, -2))
+        own_scores = own_scores.mul_(self.scaling).masked_fill_(
+            ~mask[..., shared:width], float("-inf")
+        )
+        peak = torch.maximum(
+            prefix_scores.amax(-1, keepdim=True).transpose(0, 1), own_scores.amax(-1, keepdim=True)
+        )  # finite: the prefix is never masked
+        prefix_weights = (prefix_scores - peak.transpose(0, 1)).exp_()
+        own_weights = (own_scores - peak).exp_()
+        total = prefix_weights.sum(-1, keepdim=True).transpose(0, 1) + own_weights.sum(
+            -1, keepdim=True
+        )
+        prefix_out = torch.matmul(
+            prefix_weights.view(self.kv_heads, slots * self.groups, shared),
+            values[owner, :, :shared],
+        ).view(self.kv_heads, slots, self.groups, -1)
+        own_out = torch.matmul(own_weights, values[:, :, shared:width])
+        return (prefix_out.transpose(0, 1) + own_out) / total
 
     def _attend_rows(
         self,
@@ -336,6 +390,7 @@ class LlamaFamilyDecoder:
         busy: set[int] = set()
         work = [self._plan(request, params, busy) for request in requests]
         hidden = self._prefill(work)
+        self.shared_prefix = self._common_prefix([w.slot for w in work])
         try:
             while True:
                 live = [w for w in work if not w.finished]
@@ -349,8 +404,11 @@ class LlamaFamilyDecoder:
                 live = [w for w in live if not w.finished]
                 if not live:
                     break
+                if self.shared_prefix:
+                    self.stats["shared_attention_steps"] += 1
                 hidden = self.forward([w.slot for w in live], [[w.generated[-1]] for w in live])
         finally:
+            self.shared_prefix = 0
             for item in work:
                 if item.request.key is None:
                     self.arena.release(item.slot)
@@ -387,21 +445,78 @@ class LlamaFamilyDecoder:
         if request.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(request.seed)
         limit = request.max_new_tokens or params.max_new_tokens
-        return _Work(request, slot, prompt[arena.length(slot) :], limit, generator)
+        return _Work(request, slot, prompt, prompt[arena.length(slot) :], limit, generator)
 
     def _prefill(self, work: list[_Work]) -> torch.Tensor:
-        """Run every row's pending prompt tokens, packed, in passes of bounded size."""
+        """Run every row's pending prompt tokens, packed, in passes of bounded size.
+
+        A fresh row whose prompt starts like an earlier row's (a GRPO group: the whole
+        prompt; other tasks: the instructions) waits for that row, then copies its keys/values
+        for the shared part and runs only the rest: waves of rows, each after its leaders.
+        """
+        leaders = self._prompt_leaders(work)
         last_hidden: dict[int, torch.Tensor] = {}
-        while any(w.pending for w in work):
+        waiting = list(range(len(work)))
+        while waiting:
+            wave = [i for i in waiting if i not in leaders or leaders[i][0] in last_hidden]
+            for index in wave:
+                if index in leaders:
+                    leader, length = leaders[index]
+                    self.arena.copy_prefix(work[leader].slot, work[index].slot, length)
+                    work[index].pending = work[index].pending[length:]
+                    self.stats["copied_prefix_tokens"] += length
+            last_hidden.update(self._run_pending(work, wave))
+            waiting = [i for i in waiting if i not in last_hidden]
+        return torch.stack([last_hidden[i] for i in range(len(work))])
+
+    def _prompt_leaders(self, work: list[_Work]) -> dict[int, tuple[int, int]]:
+        """For each fresh row (nothing cached), the earlier row sharing the longest prompt
+        prefix and that length, when it is long enough to be worth copying."""
+        leaders: dict[int, tuple[int, int]] = {}
+        for index, item in enumerate(work):
+            if self.arena.length(item.slot) or len(item.pending) <= MIN_SHARED_PREFIX:
+                continue
+            prompt = item.prompt
+            best, best_length = None, MIN_SHARED_PREFIX - 1
+            for earlier in range(index):
+                other = work[earlier].prompt
+                if other[:MIN_SHARED_PREFIX] != prompt[:MIN_SHARED_PREFIX]:
+                    continue
+                length = min(common_prefix_length(other, prompt), len(prompt) - 1)
+                if length > best_length:
+                    best, best_length = earlier, length
+            if best is not None:
+                leaders[index] = (best, best_length)
+        return leaders
+
+    def _run_pending(self, work: list[_Work], rows: list[int]) -> dict[int, torch.Tensor]:
+        """Run the pending tokens of `rows`; the hidden state after each row's last token."""
+        last_hidden: dict[int, torch.Tensor] = {}
+        while any(work[i].pending for i in rows):
             batch, budget = [], PREFILL_TOKENS
-            for index, item in enumerate(work):
+            for index in rows:
+                item = work[index]
                 if item.pending and budget > 0:
                     take = item.pending[: max(1, budget)]
                     batch.append((index, take))
                     budget -= len(take)
             hidden = self.forward([work[i].slot for i, _ in batch], [t for _, t in batch])
+            self.stats["prefill_tokens"] += sum(len(take) for _, take in batch)
             for (index, take), state in zip(batch, hidden, strict=True):
                 work[index].pending = work[index].pending[len(take) :]
                 if not work[index].pending:
                     last_hidden[index] = state
-        return torch.stack([last_hidden[i] for i in range(len(work))])
+        return last_hidden
+
+    def _common_prefix(self, slots: Sequence[int]) -> int:
+        """Leading columns every slot of the call holds with the same tokens (0 when too
+        short to pay for the split attention, or with a single row)."""
+        if len(slots) < 2:
+            return 0
+        first = self.arena.tokens[slots[0]]
+        length = len(first)
+        for slot in slots[1:]:
+            length = min(length, common_prefix_length(first[:length], self.arena.tokens[slot]))
+            if length < MIN_SHARED_ATTENTION:
+                return 0
+        return length
