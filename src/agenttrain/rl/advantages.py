@@ -4,14 +4,19 @@ Every estimator maps token-level rewards [B, T] (an episode's score sits on its 
 token), the response mask [B, T] and group ids (one per episode; the n samples of a task
 share one) to token-level advantages [B, T], zero where the mask is 0.
 
-Adding an estimator is adding a function with `@register("name")`.
+Adding an estimator is adding a function with `@register("name")`. Turn-level estimators
+(`TURN_LEVEL_ESTIMATORS`) also take each episode's turns: the token span of every model turn
+and the anchor text it acted on; their rewards sit on each turn's last model token.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import torch
+
+from agenttrain.rollout.trajectory import Trajectory
 
 Estimator = Callable[..., torch.Tensor]
 ESTIMATORS: dict[str, Estimator] = {}
@@ -56,6 +61,22 @@ def masked_whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -
     return (values - mean) * torch.rsqrt(var + eps)
 
 
+def group_normalised(
+    scores: torch.Tensor, groups: Sequence[str], epsilon: float, norm_by_std: bool
+) -> torch.Tensor:
+    """(s_i - mean_g) / (std_g + ε) per episode, std unbiased; a group of one: mean 0, std 1."""
+    advantages = torch.zeros_like(scores)
+    for members in _group_members(groups).values():
+        group = scores[members]
+        if len(members) == 1:
+            mean, std = torch.tensor(0.0), torch.tensor(1.0)
+        else:
+            mean, std = group.mean(), group.std()  # torch.std is unbiased
+        centred = group - mean
+        advantages[members] = centred / (std + epsilon) if norm_by_std else centred
+    return advantages
+
+
 @register("grpo")
 def grpo(
     rewards: torch.Tensor,
@@ -71,16 +92,7 @@ def grpo(
     A group of one has mean 0 and std 1 (so A = s). `norm_by_std=False` is Dr.GRPO: s_i - mean_g.
     """
     scores = rewards.sum(dim=-1)
-    advantages = torch.zeros_like(scores)
-    for members in _group_members(groups).values():
-        group = scores[members]
-        if len(members) == 1:
-            mean, std = torch.tensor(0.0), torch.tensor(1.0)
-        else:
-            mean, std = group.mean(), group.std()  # torch.std is unbiased
-        centred = group - mean
-        advantages[members] = centred / (std + epsilon) if norm_by_std else centred
-    return advantages[:, None] * mask
+    return group_normalised(scores, groups, epsilon, norm_by_std)[:, None] * mask
 
 
 @register("rloo")
@@ -144,3 +156,143 @@ def reinforce_plus_plus_baseline(
         if len(members) > 1:
             centred[members] = scores[members] - scores[members].mean()
     return masked_whiten(centred[:, None] * mask, mask) * mask
+
+
+# -- GiGPO: episode groups plus step groups of identical anchor states -------------------
+
+TURN_LEVEL_ESTIMATORS = ("gigpo",)
+"""Estimators that need each episode's turn structure (`turn_spans`, `anchors`)."""
+Span = tuple[int, int]
+
+
+def normalise_anchor(text: str) -> str:
+    """Anchor texts match exactly up to whitespace (runs collapsed, ends stripped)."""
+    return " ".join(text.split())
+
+
+def turn_anchors(trajectory: Trajectory) -> list[str]:
+    """The text each model turn acted on: the message before its reply.
+
+    Turn 0's is the first observation (the task; shared by a group), turn k's is turn k-1's
+    observation (or format feedback). The turns' replies are the transcript's last
+    `num_turns` assistant messages, whatever the conversation start holds.
+    """
+    replies = [i for i, m in enumerate(trajectory.messages) if m["role"] == "assistant"]
+    turn_replies = replies[len(replies) - trajectory.num_turns :] if trajectory.num_turns else []
+    return [normalise_anchor(trajectory.messages[i - 1]["content"]) for i in turn_replies]
+
+
+def turn_step_rewards(trajectory: Trajectory, score: float) -> list[float]:
+    """Per-turn rewards that add up to the episode's score.
+
+    The environment's per-turn rewards when they add up to the score (a `sum` environment,
+    or one that rewards only the last step); otherwise (a `last` environment with rewards on
+    the way, a custom reward function) the score is the last turn's reward, the others 0.
+    """
+    rewards = trajectory.turn_rewards
+    if not rewards:
+        return []
+    if math.isclose(sum(rewards), score, rel_tol=1e-9, abs_tol=1e-9):
+        return rewards
+    return [0.0] * (len(rewards) - 1) + [score]
+
+
+def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
+    """R_k = Σ_{j>=k} γ^(j-k) r_j."""
+    returns: list[float] = []
+    running = 0.0
+    for reward in reversed(rewards):
+        running = reward + gamma * running
+        returns.append(running)
+    return returns[::-1]
+
+
+def step_group_advantages(
+    returns: Sequence[Sequence[float]],
+    anchors: Sequence[Sequence[str]],
+    groups: Sequence[str],
+    *,
+    epsilon: float,
+    norm_by_std: bool,
+) -> list[list[float]]:
+    """A^S per turn: (R_k - mean) / (std + ε) over the turns of one group with the same anchor
+    (std unbiased; mean-only when `norm_by_std` is false); a step group of one gets 0."""
+    step_groups: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for episode, (group, episode_anchors) in enumerate(zip(groups, anchors, strict=True)):
+        for turn, anchor in enumerate(episode_anchors):
+            step_groups.setdefault((group, anchor), []).append((episode, turn))
+    advantages = [[0.0] * len(episode_returns) for episode_returns in returns]
+    for members in step_groups.values():
+        if len(members) < 2:
+            continue
+        values = torch.tensor([returns[e][k] for e, k in members], dtype=torch.float64)
+        centred = values - values.mean()
+        normalised = centred / (values.std() + epsilon) if norm_by_std else centred
+        for (episode, turn), value in zip(members, normalised.tolist(), strict=True):
+            advantages[episode][turn] = value
+    return advantages
+
+
+@register("gigpo")
+def gigpo(
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    groups: Sequence[str],
+    *,
+    turn_spans: Sequence[Sequence[Span]] | None = None,
+    anchors: Sequence[Sequence[str]] | None = None,
+    gamma: float = 1.0,
+    step_weight: float = 1.0,
+    epsilon: float = 1e-6,
+    norm_by_std: bool = True,
+    **_: object,
+) -> torch.Tensor:
+    """A = A^E_i + ω·A^S_ik on the model tokens of turn k of episode i (verl-agent's GiGPO).
+
+    A^E: GRPO over the group on s_i = Σ_t r_it. A^S: `step_group_advantages` of the
+    discounted returns R_ik = Σ_{j>=k} γ^(j-k) r_ij, where r_ij sums the token rewards of turn
+    j's span [start, end) of response tokens. Without `turn_spans` an episode is one turn
+    acting on its group's prompt (a single-turn environment).
+    """
+    batch, width = rewards.shape
+    if turn_spans is None:
+        turn_spans = [[(0, width)]] * batch
+        anchors = [[""]] * batch
+    if anchors is None or len(turn_spans) != batch or len(anchors) != batch:
+        raise ValueError("gigpo needs turn_spans and anchors for every episode")
+    step_rewards = [
+        [float(rewards[i, start:end].sum()) for start, end in spans]
+        for i, spans in enumerate(turn_spans)
+    ]
+    returns = [discounted_returns(episode, gamma) for episode in step_rewards]
+    step = step_group_advantages(returns, anchors, groups, epsilon=epsilon, norm_by_std=norm_by_std)
+    episode = group_normalised(rewards.sum(dim=-1), groups, epsilon, norm_by_std)
+    advantages = episode[:, None].expand(batch, width).clone()
+    for i, spans in enumerate(turn_spans):
+        for (start, end), value in zip(spans, step[i], strict=True):
+            advantages[i, start:end] += step_weight * value
+    return advantages * mask
+
+
+def group_has_signal(
+    estimator: str, trajectories: Sequence[Trajectory], scores: Sequence[float], gamma: float
+) -> bool:
+    """Whether one group's episodes give any non-zero advantage under `estimator`.
+
+    Always when their scores differ; for turn-level estimators (gigpo) also when two turns
+    acting on the same anchor have different discounted returns, e.g. an all-solved group
+    whose episodes took different numbers of turns, with γ < 1.
+    """
+    if len(set(scores)) > 1:
+        return True
+    if estimator not in TURN_LEVEL_ESTIMATORS:
+        return False
+    returns_by_anchor: dict[str, list[float]] = {}
+    for trajectory, score in zip(trajectories, scores, strict=True):
+        returns = discounted_returns(turn_step_rewards(trajectory, score), gamma)
+        for anchor, value in zip(turn_anchors(trajectory), returns, strict=True):
+            returns_by_anchor.setdefault(anchor, []).append(value)
+    return any(
+        not math.isclose(min(values), max(values), rel_tol=1e-9, abs_tol=1e-12)
+        for values in returns_by_anchor.values()
+    )

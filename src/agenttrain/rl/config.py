@@ -62,9 +62,9 @@ class FilterGroupsConfig(Section):
     groups trains on those it has (verl raises instead; the shortfall is logged)."""
 
 
-GROUP_BASELINE_ESTIMATORS = ("grpo", "rloo", "reinforce_plus_plus_baseline")
+GROUP_BASELINE_ESTIMATORS = ("grpo", "rloo", "reinforce_plus_plus_baseline", "gigpo")
 """Estimators whose baseline is the task's group: a group of one has none."""
-NEEDS_GROUP = ("grpo", "rloo")
+NEEDS_GROUP = ("grpo", "rloo", "gigpo")
 """Estimators that cannot learn from groups of one (reinforce_plus_plus_baseline then falls back
 to the batch-whitened score, as verl does)."""
 
@@ -74,14 +74,28 @@ class TurnsStage(Section):
     max_turns: int = Field(ge=1)
 
 
+GIGPO_DEFAULT_GAMMA = 0.95
+"""verl-agent's discount for GiGPO: with γ = 1 and an outcome reward every turn of an
+episode has the same return, so all-solved groups give no signal at all."""
+
+
+class GiGPOConfig(Section):
+    step_weight: float = Field(1.0, ge=0)
+    """ω in A = A^E + ω·A^S: the weight of the step-level (same anchor state) advantage."""
+
+
 class AlgorithmConfig(Section):
     adv_estimator: Literal[
-        "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline"
+        "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "gigpo"
     ] = "grpo"
     norm_adv_by_std: bool = True
-    """False gives Dr.GRPO (no division by the group's std)."""
+    """False gives Dr.GRPO (no division by the group's std; for gigpo, by either std)."""
     epsilon: float = Field(1e-6, gt=0)
     gamma: float = Field(1.0, ge=0, le=1)
+    """The discount of reinforce_plus_plus and gigpo. Default 1, except with gigpo: 0.95
+    (`GIGPO_DEFAULT_GAMMA`) unless set; an explicit 1 is kept (step groups then compare
+    outcomes only, not path lengths)."""
+    gigpo: GiGPOConfig = Field(default_factory=GiGPOConfig)
     return_at_env_tokens: Literal["carry", "restart"] = "carry"
     """reinforce_plus_plus only: what the discounted return does at environment tokens.
     `carry` (verl 0.9.1): passes through them unchanged (not discounted), so an outcome reward
@@ -91,6 +105,14 @@ class AlgorithmConfig(Section):
     filter_groups: FilterGroupsConfig = Field(default_factory=FilterGroupsConfig)
     max_turns_schedule: list[TurnsStage] = Field(default_factory=list)
     """ScalingInter-RL curriculum: max turns by step, e.g. [{until_step: 10, max_turns: 5}]."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gigpo_discounts(cls, data: Any) -> Any:
+        """gigpo without an explicit gamma discounts (see `GIGPO_DEFAULT_GAMMA`)."""
+        if isinstance(data, dict) and data.get("adv_estimator") == "gigpo" and "gamma" not in data:
+            return {**data, "gamma": GIGPO_DEFAULT_GAMMA}
+        return data
 
 
 class ActorConfig(Section):

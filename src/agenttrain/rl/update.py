@@ -13,7 +13,12 @@ from typing import Any
 import torch
 
 from agenttrain.modeling import autocast
-from agenttrain.rl.advantages import get_estimator
+from agenttrain.rl.advantages import (
+    TURN_LEVEL_ESTIMATORS,
+    get_estimator,
+    turn_anchors,
+    turn_step_rewards,
+)
 from agenttrain.rl.batch import collate, micro_batches, pad_responses
 from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.kl import KLController, kl_penalty
@@ -104,11 +109,11 @@ class PolicyUpdate:
         if kl.use_kl_loss or kl.in_reward:
             with timed(timing, "ref"):
                 ref_logprobs = pad_responses(self._reference_logprobs(episodes), width)
-        rewards = torch.zeros(len(episodes), width)
-        for row, score in enumerate(scores):
-            model_positions = mask[row].nonzero()
-            if len(model_positions):
-                rewards[row, int(model_positions[-1])] = score
+        turn_level = config.algorithm.adv_estimator in TURN_LEVEL_ESTIMATORS
+        if turn_level:
+            rewards = turn_rewards(episodes, scores, mask)
+        else:
+            rewards = outcome_rewards(scores, mask)
         if kl.in_reward and ref_logprobs is not None and old_logprobs is not None:
             penalty = kl_penalty(old_logprobs, ref_logprobs, kl.in_reward_type) * mask
             rewards = rewards - self.kl_ctrl.value * penalty
@@ -127,6 +132,8 @@ class PolicyUpdate:
                 norm_by_std=config.algorithm.norm_adv_by_std,
                 gamma=config.algorithm.gamma,
                 env_tokens=config.algorithm.return_at_env_tokens,
+                step_weight=config.algorithm.gigpo.step_weight,
+                **(turn_structure(episodes) if turn_level else {}),
             )
         token_advantages = advantages[mask.bool()]
         if len(token_advantages):
@@ -274,6 +281,53 @@ class PolicyUpdate:
         loss.backward()
         parts["actor/loss"] = float(loss.detach())
         return parts, logprobs.detach().cpu()
+
+
+def outcome_rewards(scores: list[float], mask: torch.Tensor) -> torch.Tensor:
+    """Token rewards with each episode's score on its last model token."""
+    rewards = torch.zeros(mask.shape)
+    for row, score in enumerate(scores):
+        model_positions = mask[row].nonzero()
+        if len(model_positions):
+            rewards[row, int(model_positions[-1])] = score
+    return rewards
+
+
+def turn_rewards(
+    episodes: list[Trajectory], scores: list[float], mask: torch.Tensor
+) -> torch.Tensor:
+    """Token rewards with each turn's step reward (`turn_step_rewards`, adding up to the
+    score) on the turn's last model token. A turn without model tokens hands its reward to
+    the closest earlier model token, else to the episode's last one."""
+    rewards = torch.zeros(mask.shape)
+    for row, (episode, score) in enumerate(zip(episodes, scores, strict=True)):
+        model_positions = mask[row].nonzero().flatten()
+        if not len(model_positions):
+            continue
+        step_rewards = turn_step_rewards(episode, score)
+        for (_, end), reward in zip(_spans(episode), step_rewards, strict=True):
+            before = model_positions[model_positions < end]
+            position = before[-1] if len(before) else model_positions[-1]
+            rewards[row, int(position)] += reward
+    return rewards
+
+
+def turn_structure(episodes: list[Trajectory]) -> dict[str, Any]:
+    """What turn-level estimators need: each turn's token span and anchor text."""
+    return {
+        "turn_spans": [_spans(episode) for episode in episodes],
+        "anchors": [turn_anchors(episode) for episode in episodes],
+    }
+
+
+def _spans(episode: Trajectory) -> list[tuple[int, int]]:
+    spans = [turn.token_span for turn in episode.turns]
+    if any(span is None for span in spans):
+        raise ValueError(
+            f"episode {episode.episode_id} has no per-turn token spans (played by a text "
+            "policy, or recorded before spans were kept): turn-level advantages need them"
+        )
+    return [span for span in spans if span is not None]
 
 
 def rollout_probs_diff(

@@ -167,7 +167,9 @@ class RolloutEngine:
         while True:
             if trajectory.num_turns >= turn_limit:
                 return self._finish(trajectory, "max_turns", last_reward, total_reward)
+            start = len(trajectory.response_ids)
             reply, new_tokens, cut_off = await self._model_turn(trajectory)
+            span = (start, start + new_tokens) if self.template is not None else None
             if reply is None:
                 return self._finish(trajectory, "context_limit", last_reward, total_reward)
             trajectory.messages.append({"role": "assistant", "content": reply})
@@ -182,6 +184,7 @@ class RolloutEngine:
                     parsed.format_error,
                     new_tokens,
                     cut_off,
+                    span,
                 )
                 consecutive_errors = consecutive_errors + 1 if parsed.format_error else 0
             else:
@@ -197,6 +200,7 @@ class RolloutEngine:
                     False,
                     new_tokens,
                     cut_off,
+                    span,
                 )
                 consecutive_errors = 0
                 last_reward, total_reward = result.reward, total_reward + result.reward

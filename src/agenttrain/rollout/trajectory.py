@@ -39,6 +39,9 @@ class Turn:
     cut_off: bool = False
     """The reply hit the token limit: its end-of-turn token was written by the template, not
     sampled (mask 0), so SFT does not train the model to end such a reply either."""
+    token_span: tuple[int, int] | None = None
+    """[start, end) of this reply's sampled tokens in `response_ids` (empty for an empty
+    reply); None for text policies and records written before spans were kept."""
 
 
 @dataclass
@@ -92,8 +95,13 @@ class Trajectory:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
         data = {k: v for k, v in data.items() if k not in ("num_turns", "turn_rewards")}
-        turns = [Turn(**turn) for turn in data.pop("turns", [])]
+        turns = [_turn_from_dict(turn) for turn in data.pop("turns", [])]
         return cls(**data, turns=turns)
+
+
+def _turn_from_dict(data: dict[str, Any]) -> Turn:
+    span = data.get("token_span")
+    return Turn(**{**data, "token_span": tuple(span) if span is not None else None})
 
 
 def write_jsonl(path: Path, trajectories: Iterable[Trajectory], append: bool = False) -> int:

@@ -311,6 +311,11 @@ def _rollout(out: Overrides, config: TrainConfig, prompt_length: int | None) -> 
 def _algorithm(out: Overrides, config: TrainConfig) -> None:
     algorithm = config.algorithm
     kl = algorithm.kl
+    if algorithm.adv_estimator == "gigpo":
+        raise ValueError(
+            "algorithm.adv_estimator=gigpo: verl 0.9.1 has no GiGPO (verl-agent's fork does) "
+            "and its agent loop records no anchor states; train GiGPO with `agenttrain train`"
+        )
     out.set("algorithm.adv_estimator", "algorithm.adv_estimator", algorithm.adv_estimator)
     out.set(
         "algorithm.norm_adv_by_std", "algorithm.norm_adv_by_std_in_grpo", algorithm.norm_adv_by_std
@@ -346,6 +351,12 @@ def _algorithm(out: Overrides, config: TrainConfig) -> None:
         algorithm.return_at_env_tokens,
         "verl 0.9.1 always carries the return through env tokens",
         matters=algorithm.return_at_env_tokens != "carry",
+    )
+    out.unsupported_key(
+        "algorithm.gigpo.step_weight",
+        algorithm.gigpo.step_weight,
+        "verl 0.9.1 has no GiGPO (runs with adv_estimator=gigpo are refused)",
+        matters=False,
     )
     out.unsupported_key(
         "algorithm.max_turns_schedule",
