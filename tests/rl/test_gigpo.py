@@ -220,3 +220,16 @@ def test_a_multi_turn_gigpo_step_trains_on_recorded_turn_spans(tiny_model_dir, t
         assert covered == sum(trajectory.response_mask)  # every sampled token, once
         for start, end in spans:
             assert all(trajectory.response_mask[start:end])
+
+
+def test_spans_survive_jsonl_and_records_without_them_are_refused_not_guessed():
+    played = episode("g", ["s1", "won"], [0.0, 1.0], [2, 1], width=5)
+    again = Trajectory.from_dict(json.loads(json.dumps(played.to_dict())))
+    assert [turn.token_span for turn in again.turns] == [(0, 2), (3, 4)]
+    old = played.to_dict()
+    for turn in old["turns"]:
+        del turn["token_span"]  # a record written before spans were kept
+    legacy = Trajectory.from_dict(old)
+    assert legacy.turns[0].token_span is None
+    with pytest.raises(ValueError, match="no per-turn token spans"):
+        turn_structure([legacy])

@@ -178,7 +178,12 @@ def turn_anchors(trajectory: Trajectory) -> list[str]:
     `num_turns` assistant messages, whatever the conversation start holds.
     """
     replies = [i for i, m in enumerate(trajectory.messages) if m["role"] == "assistant"]
-    turn_replies = replies[len(replies) - trajectory.num_turns :] if trajectory.num_turns else []
+    if len(replies) < trajectory.num_turns:
+        raise ValueError(
+            f"episode {trajectory.episode_id} has {trajectory.num_turns} turns but "
+            f"{len(replies)} replies in its messages: its anchors are unknown"
+        )
+    turn_replies = replies[len(replies) - trajectory.num_turns :]
     return [normalise_anchor(trajectory.messages[i - 1]["content"]) for i in turn_replies]
 
 
@@ -258,8 +263,10 @@ def gigpo(
     if turn_spans is None:
         turn_spans = [[(0, width)]] * batch
         anchors = [[""]] * batch
-    if anchors is None or len(turn_spans) != batch or len(anchors) != batch:
-        raise ValueError("gigpo needs turn_spans and anchors for every episode")
+    if anchors is None or [len(a) for a in anchors] != [len(s) for s in turn_spans]:
+        raise ValueError("gigpo needs one anchor per turn span, for every episode")
+    if len(turn_spans) != batch:
+        raise ValueError(f"gigpo got turn spans for {len(turn_spans)} of {batch} episodes")
     step_rewards = [
         [float(rewards[i, start:end].sum()) for start, end in spans]
         for i, spans in enumerate(turn_spans)
