@@ -36,9 +36,33 @@ class SamplingConfig(Section):
     top_k: int = Field(0, ge=0)
 
 
+class FrontierConfig(Section):
+    """Frontier task sampling (`data.task_sampling: frontier`); see `rl/task_stats.py`."""
+
+    candidates: int = Field(4, ge=2)
+    """Tasks each slot looks at in the uniform stream; it plays one of them."""
+    prior_strength: float = Field(2.0, gt=0)
+    """Pseudo-episodes of the Beta prior (mean: the run's success rate) behind each estimate."""
+    floor: float = Field(0.02, gt=0)
+    """Added to every priority so no task starves (p(1 − p) is at most 0.25)."""
+
+
 class DataConfig(Section):
     batch_tasks: int = Field(8, ge=1, description="tasks per step (verl: train_batch_size)")
     group_size: int = Field(8, ge=1, description="episodes per task (verl: rollout.n)")
+    task_sampling: Literal["uniform", "frontier"] = "uniform"
+    """uniform: the per-epoch shuffled stream; frontier: favour tasks whose estimated success
+    is neither 0 nor 1 (candidates drawn from that stream)."""
+    frontier: FrontierConfig = Field(default_factory=FrontierConfig)
+
+    @model_validator(mode="after")
+    def _frontier_knobs_are_used(self) -> DataConfig:
+        if self.task_sampling == "uniform" and self.frontier != FrontierConfig():
+            raise ValueError(
+                "data.frontier is set but data.task_sampling is uniform, which ignores it: "
+                "set data.task_sampling=frontier (allowed: uniform, frontier)"
+            )
+        return self
 
 
 class KLConfig(Section):

@@ -4,7 +4,8 @@ A run over several environments (`envs: [textcraft, babyai]`, AgentEvol-style) d
 tasks in rounds: each round holds `weight` tasks of every environment, interleaved, and each
 environment walks through per-epoch shuffles of its own training split. So the task at any
 position of the stream is a pure function of the seed and the position (exact resume), and
-the mix holds at every scale, not only on average.
+the mix holds at every scale, not only on average. Frontier sampling keeps the environment
+of every slot and chooses within that environment among `candidates` of its stream.
 """
 
 from __future__ import annotations
@@ -100,13 +101,27 @@ class RunEnvironments:
 
     def slot(self, index: int) -> Slot:
         """The task at position `index` of the run's task stream."""
+        part, position = self._place(index)
+        return Slot(index, part.name, self._task(part, position))
+
+    def candidates(self, index: int, count: int) -> list[Slot]:
+        """Frontier sampling's choice for slot `index`: `count` consecutive tasks of the slot's
+        environment stream. The environment's k-th slot looks at its positions k·count to
+        k·count + count − 1: consecutive slots see disjoint windows, and each pass over the
+        split offers every task once (candidates not picked come round again next pass)."""
+        part, position = self._place(index)
+        start = position * count
+        return [Slot(index, part.name, self._task(part, start + offset)) for offset in range(count)]
+
+    def _place(self, index: int) -> tuple[RunEnvironment, int]:
+        """The environment of slot `index` (by the weighted round) and how many slots that
+        environment had before it."""
         pattern = self._round
         round_number, position = divmod(index, len(pattern))
         part_index = pattern[position]
         part = self.parts[part_index]
-        per_round = part.config.weight
         within = pattern[:position].count(part_index)
-        return Slot(index, part.name, self._task(part, round_number * per_round + within))
+        return part, round_number * part.config.weight + within
 
     def _task(self, part: RunEnvironment, position: int) -> int:
         epoch, offset = divmod(position, len(part.train_tasks))

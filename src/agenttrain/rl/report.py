@@ -34,6 +34,7 @@ HEADLINE = (
     "critic/score/mean",
     "env/success_rate",
     "val/success_rate",
+    "rollout/informative_group_share",
     "actor/entropy",
     "actor/kl_loss",
     "response_length/mean",

@@ -4,8 +4,9 @@ One process, CPU (fp32) or one CUDA GPU (bf16 autocast). Algorithms, numerics an
 follow verl (`rl/advantages.py`, `rl/losses.py`, `rl/kl.py`), so results transfer to the
 cluster path. A step:
 
-1. sample `batch_tasks` training tasks (a pure function of seed and step), `group_size`
-   episodes each, played by the rollout engine with the current weights;
+1. sample `batch_tasks` training tasks (uniform: a pure function of seed and step; frontier:
+   of seed, step and the per-task success counts kept so far), `group_size` episodes each,
+   played by the rollout engine with the current weights;
 2. score episodes (environment reward, or a custom verl-style reward function); drop
    `env_error` episodes (counted) and, with dynamic sampling, groups without reward variance;
 3. recompute old log-probs with the training weights; reference log-probs if KL is used;
@@ -42,6 +43,7 @@ from agenttrain.rl.report import write_training_report
 from agenttrain.rl.rewards import load_reward_function, score_episode
 from agenttrain.rl.stats import stats, timed
 from agenttrain.rl.step_batch import StepBatch
+from agenttrain.rl.task_stats import Pick, TaskStats, pick_frontier, sampling_metrics
 from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
@@ -115,6 +117,8 @@ class Trainer(TrainingRun):
         """The first environment error of the latest step (for the message that stops a run)."""
         self.tasks_consumed = 0
         """Position in the stream of training tasks (dynamic sampling draws a varying number)."""
+        self.task_stats = TaskStats()
+        """Successes and episodes per training task so far (what frontier sampling weighs)."""
         self.loop = asyncio.new_event_loop()
         """One event loop for the run: the environment sources' HTTP pools live in it."""
         for part in self.environments.parts:
@@ -179,6 +183,7 @@ class Trainer(TrainingRun):
         self.tasks_consumed = int(
             state.get("tasks_consumed", self.step * self.config.data.batch_tasks)
         )
+        self.task_stats = TaskStats.from_state(state.get("task_stats", []))
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -271,6 +276,7 @@ class Trainer(TrainingRun):
             "scheduler": self.scheduler.state_dict(),
             "kl_controller": self.kl_ctrl.state_dict(),
             "tasks_consumed": self.tasks_consumed,
+            "task_stats": self.task_stats.state(),
         }
         folder = checkpoint.save(
             self.run_dir,
@@ -315,10 +321,28 @@ class Trainer(TrainingRun):
 
     def take_tasks(self, count: int) -> list[Slot]:
         """The next `count` slots of the stream. A slot names one group: the same task drawn
-        twice (across an epoch boundary) is two groups with their own seeds."""
+        twice (across an epoch boundary, or by frontier sampling) is two groups with their own
+        seeds."""
+        return [pick.slot for pick in self._draw(count)]
+
+    def _draw(self, count: int) -> list[Pick]:
+        """The next `count` slots with how they were chosen: uniform mode takes the stream's
+        task (priority 0); frontier mode picks among the slot's candidates by priority."""
         start = self.tasks_consumed
         self.tasks_consumed += count
-        return [self.environments.slot(index) for index in range(start, start + count)]
+        indices = range(start, start + count)
+        data = self.config.data
+        if data.task_sampling == "uniform":
+            return [Pick(self.environments.slot(index), 0.0, False) for index in indices]
+        return [
+            pick_frontier(
+                self.environments.candidates(index, data.frontier.candidates),
+                self.task_stats,
+                data.frontier,
+                self.config.run.seed,
+            )
+            for index in indices
+        ]
 
     def _rollout(
         self, requests: list[tuple[str, EpisodeRequest]], sampling: SamplingParams
@@ -364,7 +388,8 @@ class Trainer(TrainingRun):
             top_k=config.sampling.top_k,
             max_new_tokens=config.rollout.max_new_tokens,
         )
-        batch = self._collect(step, sampling, max_turns, timing, progress, bar)
+        picks: list[Pick] = []
+        batch = self._collect(step, sampling, max_turns, timing, picks, progress, bar)
         trajectories, scores = batch.trajectories, batch.scores
         if config.trainer.save_trajectories:
             write_jsonl(self.run_dir / "trajectories" / f"step-{step:06d}.jsonl", trajectories)
@@ -384,6 +409,10 @@ class Trainer(TrainingRun):
         metrics["rollout/filtered_groups"] = batch.filtered_groups
         metrics["rollout/dropped_groups_env_error"] = batch.dropped_groups
         metrics["rollout/informative_groups"] = batch.informative_groups
+        played_groups = len({t.group_id for t in trajectories})
+        metrics["rollout/informative_group_share"] = batch.informative_groups / played_groups
+        if config.data.task_sampling == "frontier":
+            metrics.update(sampling_metrics(picks, self.task_stats))
         metrics["rollout/trained_groups"] = batch.trained_groups
         metrics["rollout/trained_episodes"] = len(batch.kept)
         if progress is not None:
@@ -414,14 +443,17 @@ class Trainer(TrainingRun):
         sampling: SamplingParams,
         max_turns: dict[str, int],
         timing: dict[str, float],
+        picks: list[Pick],
         progress: Progress | None,
         bar: Any,
     ) -> StepBatch:
-        """Play groups until the step has `batch_tasks` groups to train on.
+        """Play groups until the step has `batch_tasks` groups to train on; `picks` receives
+        how each round's tasks were drawn.
 
         Without dynamic sampling that is one round. With it (DAPO), groups whose rewards do
         not differ are set aside and new tasks are drawn, up to `max_num_gen_batches` rounds;
-        surplus informative groups of the last round are not trained on.
+        surplus informative groups of the last round are not trained on. Each round's episodes
+        are counted in the task statistics before the next round draws.
         """
         config = self.config
         wanted = config.data.batch_tasks
@@ -429,7 +461,9 @@ class Trainer(TrainingRun):
         batch = StepBatch()
         while True:
             batch.rounds += 1
-            slots = self.take_tasks(wanted)
+            drawn = self._draw(wanted)
+            picks += drawn
+            slots = [pick.slot for pick in drawn]
             requests = [
                 (
                     slot.env,
@@ -454,6 +488,7 @@ class Trainer(TrainingRun):
             with timed(timing, "reward"):
                 scores, reward_extra = self._score(trajectories)
             batch.add(trajectories, scores, engine_stats, reward_extra)
+            self.task_stats.record(trajectories)
             groups, dropped = self._trainable_groups(batch)
             informative = [g for g in groups if len({batch.scores[i] for i in g}) > 1]
             batch.informative_groups = len(informative)

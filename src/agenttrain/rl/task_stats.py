@@ -1,0 +1,121 @@
+"""Per-task success estimates kept across training steps, and frontier task sampling on them.
+
+GRPO-style estimators learn only from groups whose rewards differ: a task the policy always
+solves, or never does, costs a group of episodes and teaches nothing. The trainer counts each
+task's successes and episodes in its training rollouts; frontier sampling draws a few candidate
+tasks from the uniform stream per slot and picks one with probability proportional to
+
+    priority = p̂ (1 − p̂) + floor,    p̂ = (successes + m·k) / (episodes + k)
+
+where p̂ is the mean of the task's Beta posterior under a Beta(m·k, (1 − m)·k) prior, m the run's
+running success rate (0.5 before any episode), k `data.frontier.prior_strength`. An unseen
+task gets the prior's value m (1 − m) + floor; the floor keeps every task drawable.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from statistics import fmean
+
+from agenttrain.rl.config import FrontierConfig
+from agenttrain.rl.environments import Slot
+from agenttrain.rollout.trajectory import Trajectory
+
+TaskKey = tuple[str, int]
+"""(environment name, task id): task ids are only unique within one environment."""
+
+
+@dataclass
+class TaskRecord:
+    successes: int = 0
+    episodes: int = 0
+
+
+@dataclass
+class TaskStats:
+    """Successes and episodes per task seen in training rollouts (environment errors excluded:
+    they say nothing about the policy)."""
+
+    records: dict[TaskKey, TaskRecord] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def record(self, trajectories: Iterable[Trajectory]) -> None:
+        """Count the episodes of one generation round."""
+        for trajectory in trajectories:
+            if trajectory.finish_reason == "env_error":
+                continue
+            entry = self.records.setdefault((trajectory.env, trajectory.task_id), TaskRecord())
+            entry.episodes += 1
+            entry.successes += int(trajectory.success)
+
+    def success_rate(self) -> float:
+        """The run's running success rate over every counted episode (0.5 before any)."""
+        episodes = sum(entry.episodes for entry in self.records.values())
+        if not episodes:
+            return 0.5
+        return sum(entry.successes for entry in self.records.values()) / episodes
+
+    def estimate(self, key: TaskKey, prior_mean: float, prior_strength: float) -> float:
+        """The task's posterior mean success: the prior's mean for an unseen task."""
+        entry = self.records.get(key, TaskRecord())
+        return (entry.successes + prior_mean * prior_strength) / (entry.episodes + prior_strength)
+
+    def state(self) -> list[list[str | int]]:
+        """Checkpoint form: `[env, task, successes, episodes]` rows."""
+        return [[env, task, r.successes, r.episodes] for (env, task), r in self.records.items()]
+
+    @classmethod
+    def from_state(cls, rows: Sequence[Sequence[str | int]]) -> TaskStats:
+        return cls(
+            {
+                (str(env), int(task)): TaskRecord(int(successes), int(episodes))
+                for env, task, successes, episodes in rows
+            }
+        )
+
+
+def priority(success: float, floor: float) -> float:
+    """p (1 − p) + floor: largest at p = 0.5, where a group's rewards differ most often."""
+    return success * (1.0 - success) + floor
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One frontier choice: the slot played, its priority, whether its task was unseen."""
+
+    slot: Slot
+    priority: float
+    unseen: bool
+
+
+def pick_frontier(
+    candidates: Sequence[Slot], stats: TaskStats, settings: FrontierConfig, seed: int
+) -> Pick:
+    """Pick one candidate with probability proportional to its priority. Seeded by the run's
+    seed and the slot's index: a pure function of (seed, slot, stats), so a resumed run that
+    restored its stats picks the same tasks."""
+    prior = stats.success_rate()
+    weights = [
+        priority(
+            stats.estimate((slot.env, slot.task), prior, settings.prior_strength), settings.floor
+        )
+        for slot in candidates
+    ]
+    rng = random.Random(f"{seed}/frontier/{candidates[0].index}")
+    chosen = rng.choices(range(len(candidates)), weights=weights)[0]
+    slot = candidates[chosen]
+    return Pick(slot, weights[chosen], (slot.env, slot.task) not in stats.records)
+
+
+def sampling_metrics(picks: Sequence[Pick], stats: TaskStats) -> dict[str, float]:
+    """`sampling/*` for one step's frontier picks (every generation round)."""
+    return {
+        "sampling/priority_mean": fmean(pick.priority for pick in picks),
+        "sampling/unseen_share": fmean(pick.unseen for pick in picks),
+        "sampling/tasks_with_stats": len(stats),
+        "sampling/prior_success": stats.success_rate(),
+    }

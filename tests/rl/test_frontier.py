@@ -1,0 +1,173 @@
+"""Frontier task sampling: tasks whose estimated success is neither 0 nor 1 are drawn more
+often, unseen tasks still come up, uniform mode is the old stream, and resume is exact."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agenttrain.config import ConfigError, load
+from agenttrain.envs.largest import SPEC as LARGEST
+from agenttrain.rl.config import EnvConfig, FrontierConfig, TrainConfig
+from agenttrain.rl.environments import RunEnvironments, Slot
+from agenttrain.rl.task_stats import TaskRecord, TaskStats, pick_frontier
+from agenttrain.rl.trainer import Trainer
+from rl.tiny_runs import RECIPE, recipe, train
+
+SETTINGS = FrontierConfig(candidates=3, prior_strength=2.0, floor=0.02)
+
+
+def environments(*configs: EnvConfig, seed: int = 0) -> RunEnvironments:
+    return RunEnvironments.build(
+        list(configs), seed=seed, val_tasks=1, validate=False, default_turns=None, timeout_s=10
+    )
+
+
+def picked_tasks(candidates: list[int], stats: TaskStats, draws: int) -> Counter[int]:
+    """How often each candidate task is picked over `draws` seeded slots."""
+    return Counter(
+        pick_frontier(
+            [Slot(index, "largest", task) for task in candidates], stats, SETTINGS, seed=0
+        ).slot.task
+        for index in range(draws)
+    )
+
+
+def test_a_task_solved_half_the_time_is_picked_far_more_than_one_always_solved_or_failed():
+    half, never, always = 1, 2, 3
+    stats = TaskStats(
+        {
+            ("largest", half): TaskRecord(successes=16, episodes=32),
+            ("largest", never): TaskRecord(successes=0, episodes=32),
+            ("largest", always): TaskRecord(successes=32, episodes=32),
+        }
+    )
+    counts = picked_tasks([half, never, always], stats, draws=3000)
+    assert counts[half] > 4 * counts[never] and counts[half] > 4 * counts[always]
+    assert counts[never] > 0 and counts[always] > 0  # the floor: nothing starves
+    assert picked_tasks([half, never, always], stats, draws=3000) == counts  # seeded
+
+
+def test_unseen_tasks_get_the_prior_and_are_still_drawn():
+    stats = TaskStats({("largest", task): TaskRecord(0, 8) for task in range(10)})
+    stats.records[("largest", 10)] = TaskRecord(8, 8)  # the run solves 8 of 88 episodes
+    prior = stats.success_rate()
+    assert stats.estimate(("largest", 99), prior, 2.0) == prior
+    counts = picked_tasks([0, 99, 1], stats, draws=2000)  # beside two tasks never solved
+    assert counts[99] > 2 * counts[0] and counts[99] > 2 * counts[1]
+    unseen = pick_frontier([Slot(0, "largest", 99)], stats, SETTINGS, seed=0)
+    assert unseen.unseen and not pick_frontier([Slot(0, "largest", 0)], stats, SETTINGS, 0).unseen
+
+
+def test_each_pass_of_candidates_offers_every_task_once():
+    stream = environments(EnvConfig(name="largest", split="val"))
+    windows = [stream.candidates(index, 4) for index in range(25)]  # 25 slots × 4 = 100 tasks
+    offered = [slot.task for window in windows for slot in window]
+    assert sorted(offered) == sorted(LARGEST.split("val"))
+    assert all(slot.index == index for index, w in enumerate(windows) for slot in w)
+    following = [slot.task for index in range(25, 50) for slot in stream.candidates(index, 4)]
+    assert sorted(following) == sorted(offered) and following != offered  # a new shuffle
+
+
+def test_candidates_keep_the_environment_mix():
+    stream = environments(
+        EnvConfig(name="largest", weight=2), EnvConfig(name="textcraft", weight=1)
+    )
+    for index in range(30):
+        window = stream.candidates(index, 4)
+        assert {slot.env for slot in window} == {stream.slot(index).env}
+
+
+def test_uniform_sampling_is_the_shuffled_stream_as_before(tiny_model_dir, tmp_path):
+    trainer = Trainer(recipe(tiny_model_dir, tmp_path / "run", "env.split=val"))
+    order = list(LARGEST.split("val"))
+    random.Random("0/epoch/0").shuffle(order)  # the documented rule: seed/epoch/<n>
+    assert [slot.task for slot in trainer.take_tasks(100)] == order
+
+    mixed = environments(
+        EnvConfig(name="largest", weight=2), EnvConfig(name="textcraft", weight=1), seed=3
+    )
+    slots = [mixed.slot(index) for index in range(30)]
+    for name, weight in (("largest", 2), ("textcraft", 1)):
+        order = list(mixed[name].train_tasks)
+        random.Random(f"3/{name}/epoch/0").shuffle(order)
+        assert [s.task for s in slots if s.env == name] == order[: 10 * weight]
+
+
+def step_tasks(run: Path, step: int) -> list[tuple[str, int]]:
+    lines = (run / "trajectories" / f"step-{step:06d}.jsonl").read_text().splitlines()
+    return [(row["group_id"], row["task_id"]) for row in map(json.loads, lines)]
+
+
+FRONTIER = (
+    "data.task_sampling=frontier",
+    "data.batch_tasks=2",
+    "algorithm.filter_groups.enabled=true",
+    "algorithm.filter_groups.max_num_gen_batches=3",
+    "sampling.temperature=2.0",
+    "trainer.test_freq=0",
+    "trainer.save_freq=1",
+)
+
+
+def test_a_resumed_frontier_run_draws_the_same_tasks_as_an_uninterrupted_one(
+    tiny_model_dir, tmp_path
+):
+    whole = train(recipe(tiny_model_dir, tmp_path / "whole", "trainer.total_steps=4", *FRONTIER))
+    train(recipe(tiny_model_dir, tmp_path / "split", "trainer.total_steps=2", *FRONTIER))
+    resumed = train(recipe(tiny_model_dir, tmp_path / "split", "trainer.total_steps=4", *FRONTIER))
+    for step in (3, 4):
+        assert step_tasks(tmp_path / "split", step) == step_tasks(tmp_path / "whole", step)
+    for key in ("sampling/priority_mean", "sampling/tasks_with_stats", "train/num_gen_batches"):
+        assert resumed[-1][key] == whole[-1][key]
+
+
+def test_a_frontier_step_logs_its_sampling_and_informative_share(tiny_model_dir, tmp_path):
+    rows = train(recipe(tiny_model_dir, tmp_path / "run", "trainer.total_steps=2", *FRONTIER))
+    for row in rows:
+        played = row["train/num_gen_batches"] * 2
+        assert row["rollout/informative_group_share"] == row["rollout/informative_groups"] / played
+        assert row["sampling/tasks_with_stats"] > 0
+        assert row["sampling/priority_mean"] >= SETTINGS.floor
+    assert rows[0]["sampling/unseen_share"] == 1.0  # the first round knows no task yet
+    state = json.dumps(
+        Trainer(recipe(tiny_model_dir, tmp_path / "run", *FRONTIER)).task_stats.state()
+    )
+    assert json.loads(state)  # the counts came back from the checkpoint
+    assert "rollout/informative_group_share" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_uniform_step_logs_the_informative_share_and_no_sampling_metrics(
+    tiny_model_dir, tmp_path
+):
+    rows = train(recipe(tiny_model_dir, tmp_path / "run", "trainer.test_freq=0"))
+    for row in rows:
+        assert row["rollout/informative_group_share"] == row["rollout/informative_groups"] / 4
+        assert not any(key.startswith("sampling/") for key in row)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragments"),
+    [
+        (
+            ["data.task_sampling=prioritized"],
+            ["data.task_sampling", "'uniform'", "'frontier'", "(got 'prioritized')"],
+        ),
+        (["data.frontier.candidates=1"], ["data.frontier.candidates", "(got 1)"]),
+        (["data.frontier.floor=0"], ["data.frontier.floor", "greater than 0"]),
+        (["data.frontier.candidate=3"], ["unknown key 'data.frontier.candidate'", "candidates"]),
+        (
+            ["data.frontier.candidates=8"],
+            ["data.task_sampling is uniform", "data.task_sampling=frontier"],
+        ),
+    ],
+)
+def test_bad_frontier_settings_are_named(overrides, fragments):
+    with pytest.raises(ConfigError) as caught:
+        load(TrainConfig, RECIPE, overrides)
+    for fragment in fragments:
+        assert fragment in str(caught.value)
