@@ -171,3 +171,46 @@ def test_bad_frontier_settings_are_named(overrides, fragments):
         load(TrainConfig, RECIPE, overrides)
     for fragment in fragments:
         assert fragment in str(caught.value)
+
+
+def test_an_unseen_task_starts_from_its_difficulty_class_rate():
+    """Tasks rarely repeat in a short run; their classes do. After depth-1 tasks were often
+    solved and depth-3 tasks never, an unseen depth-1 task is picked over an unseen depth-3 one."""
+    depth = {1: "d1", 2: "d1", 3: "d3", 4: "d3", 10: "d1", 30: "d3"}
+    stats = TaskStats(
+        {
+            ("textcraft", 1): TaskRecord(4, 8),
+            ("textcraft", 2): TaskRecord(4, 8),
+            ("textcraft", 3): TaskRecord(0, 8),
+            ("textcraft", 4): TaskRecord(0, 8),
+        }
+    )
+    settings = FrontierConfig(candidates=2)
+    candidates = [Slot(0, "textcraft", 30), Slot(0, "textcraft", 10)]
+    chosen = Counter(
+        pick_frontier(
+            [Slot(i, s.env, s.task) for s in candidates],
+            stats,
+            settings,
+            seed=0,
+            stratum=lambda key: depth[key[1]],
+        ).slot.task
+        for i in range(400)
+    )
+    assert chosen[10] > 4 * chosen[30]
+    flat = Counter(
+        pick_frontier(
+            [Slot(i, s.env, s.task) for s in candidates], stats, settings, seed=0
+        ).slot.task
+        for i in range(400)
+    )
+    assert abs(flat[10] - flat[30]) < 80  # without classes both are just "unseen"
+
+
+def test_textcraft_tasks_are_classed_by_crafting_depth():
+    from agenttrain.envs import get_spec
+
+    spec = get_spec("textcraft")
+    test = spec.split("test")
+    assert spec.task_stratum(test[0]) == "depth 1"
+    assert spec.task_stratum(test[-1]) == "depth 4"

@@ -139,6 +139,10 @@ class EnvSpec:
     score: BabyAI)."""
     breakdown_key: str | None = None
     """A key of the reset info to break evaluation results down by (TextCraft: depth)."""
+    task_stratum: Callable[[int], str] | None = None
+    """A task's difficulty class, known without playing it (TextCraft: its crafting depth).
+    Frontier sampling pools the success of tasks of one class, so a task never played yet
+    starts from its class's rate instead of the run's."""
     describe: Callable[[str], Mapping[str, Any]] | None = None
     """Task details read from a first observation (works for remote servers, whose reset
     answers carry only the text)."""

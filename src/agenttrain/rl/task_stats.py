@@ -10,12 +10,18 @@ tasks from the uniform stream per slot and picks one with probability proportion
 where p̂ is the mean of the task's Beta posterior under a Beta(m·k, (1 − m)·k) prior, m the run's
 running success rate (0.5 before any episode), k `data.frontier.prior_strength`. An unseen
 task gets the prior's value m (1 − m) + floor; the floor keeps every task drawable.
+
+When the environment knows a task's difficulty class without playing it (`EnvSpec.
+task_stratum`; TextCraft: crafting depth), m is the class's rate instead, itself pooled toward
+the run's rate with the same strength: (class successes + k·run rate) / (class episodes + k).
+Tasks rarely repeat within a short run; their classes do, so after one round an unseen
+depth-3 task is already known to be hopeless and an unseen depth-1 task promising.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
@@ -25,6 +31,8 @@ from agenttrain.rollout.trajectory import Trajectory
 
 TaskKey = tuple[str, int]
 """(environment name, task id): task ids are only unique within one environment."""
+Stratum = Callable[[TaskKey], str | None]
+"""A task's difficulty class (None: unknown), see `EnvSpec.task_stratum`."""
 
 
 @dataclass
@@ -58,6 +66,17 @@ class TaskStats:
         if not episodes:
             return 0.5
         return sum(entry.successes for entry in self.records.values()) / episodes
+
+    def stratum_rate(
+        self, stratum: str, of: Stratum, run_rate: float, prior_strength: float
+    ) -> float:
+        """The pooled success rate of the tasks of one class, pulled toward the run's rate."""
+        successes = episodes = 0
+        for key, entry in self.records.items():
+            if of(key) == stratum:
+                successes += entry.successes
+                episodes += entry.episodes
+        return (successes + run_rate * prior_strength) / (episodes + prior_strength)
 
     def estimate(self, key: TaskKey, prior_mean: float, prior_strength: float) -> float:
         """The task's posterior mean success: the prior's mean for an unseen task."""
@@ -93,15 +112,28 @@ class Pick:
 
 
 def pick_frontier(
-    candidates: Sequence[Slot], stats: TaskStats, settings: FrontierConfig, seed: int
+    candidates: Sequence[Slot],
+    stats: TaskStats,
+    settings: FrontierConfig,
+    seed: int,
+    stratum: Stratum | None = None,
 ) -> Pick:
     """Pick one candidate with probability proportional to its priority. Seeded by the run's
     seed and the slot's index: a pure function of (seed, slot, stats), so a resumed run that
     restored its stats picks the same tasks."""
-    prior = stats.success_rate()
+    run_rate = stats.success_rate()
+    strength = settings.prior_strength
+
+    def prior(key: TaskKey) -> float:
+        label = stratum(key) if stratum is not None else None
+        if label is None:
+            return run_rate
+        return stats.stratum_rate(label, stratum, run_rate, strength)
+
     weights = [
         priority(
-            stats.estimate((slot.env, slot.task), prior, settings.prior_strength), settings.floor
+            stats.estimate((slot.env, slot.task), prior((slot.env, slot.task)), strength),
+            settings.floor,
         )
         for slot in candidates
     ]

@@ -35,6 +35,7 @@ from agenttrain.eval.metrics import summarize
 from agenttrain.modeling import build_trainable, load_reference, starts_from_adapter
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
+from agenttrain.rl.advantages import group_has_signal
 from agenttrain.rl.config import GROUP_BASELINE_ESTIMATORS, TrainConfig
 from agenttrain.rl.curriculum import max_turns_at
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
@@ -340,9 +341,16 @@ class Trainer(TrainingRun):
                 self.task_stats,
                 data.frontier,
                 self.config.run.seed,
+                self._stratum,
             )
             for index in indices
         ]
+
+    def _stratum(self, key: tuple[str, int]) -> str | None:
+        """A task's difficulty class, where its environment knows one without playing it."""
+        env, task = key
+        classify = self.environments[env].spec.task_stratum
+        return None if classify is None else classify(task)
 
     def _rollout(
         self, requests: list[tuple[str, EpisodeRequest]], sampling: SamplingParams
@@ -490,7 +498,7 @@ class Trainer(TrainingRun):
             batch.add(trajectories, scores, engine_stats, reward_extra)
             self.task_stats.record(trajectories)
             groups, dropped = self._trainable_groups(batch)
-            informative = [g for g in groups if len({batch.scores[i] for i in g}) > 1]
+            informative = [g for g in groups if self._has_signal(batch, g)]
             batch.informative_groups = len(informative)
             if not dynamic.enabled:
                 batch.select(groups, dropped=dropped, filtered=0)
@@ -502,6 +510,17 @@ class Trainer(TrainingRun):
                     filtered=len(groups) - len(informative),
                 )
                 return batch
+
+    def _has_signal(self, batch: StepBatch, group: list[int]) -> bool:
+        """Whether the group gives any non-zero advantage under the configured estimator
+        (GiGPO with γ < 1 also learns from all-solved groups of different path lengths)."""
+        algorithm = self.config.algorithm
+        return group_has_signal(
+            algorithm.adv_estimator,
+            [batch.trajectories[i] for i in group],
+            [batch.scores[i] for i in group],
+            algorithm.gamma,
+        )
 
     def _group_id(self, step: int, slot: Slot) -> str:
         env = f"{slot.env}:" if self.environments.multi else ""

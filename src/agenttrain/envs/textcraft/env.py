@@ -27,6 +27,11 @@ def describe(observation: str) -> dict[str, object]:
     return {"goal": display_name(goal), "depth": default_book().depth(goal)}
 
 
+def depth_of(task_id: int) -> str:
+    """A task's crafting depth (its difficulty class for frontier sampling)."""
+    return f"depth {task(task_id).depth}"
+
+
 SPEC = EnvSpec(
     name="textcraft",
     display_name="TextCraft",
@@ -44,6 +49,7 @@ SPEC = EnvSpec(
     num_tasks=544,
     requirements="pure Python; recipe data from the `textcraft` package",
     breakdown_key="depth",
+    task_stratum=depth_of,
     describe=describe,
     task_key="goal",
     parse_action=parse_action,
