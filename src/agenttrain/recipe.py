@@ -44,6 +44,10 @@ class RecipeEval(Section):
     tasks: list[int] | str | None = None
     """Positions within the split: a list, or ranges such as "0-39"."""
     n: int = Field(4, ge=1)
+    base_n: int | None = Field(None, ge=1)
+    """Samples per task for the base model (default: `n`). The base model fails on format
+    from the first turns, and each such episode costs full-length replies: fewer samples keep
+    the recipe within its hour without changing what the table says."""
     seeds: list[int] = Field(default_factory=lambda: [0])
     temperature: float = Field(0.7, ge=0)
     max_turns: int | None = Field(None, ge=1)
@@ -210,7 +214,8 @@ class Recipe:
                 results.append(ModelResult(model, summary, folder / "episodes.jsonl", 0.0))
                 self.console.print(f"{label}: already evaluated ({folder})")
                 continue
-            single = config.model_copy(update={"models": [model]})
+            samples = self.config.eval.base_n if label == "base" else None
+            single = config.model_copy(update={"models": [model], "n": samples or config.n})
             results += evaluate(single, self.console)
         (config.out / "summary.json").write_text(
             json.dumps({r.model: r.summary for r in results}, indent=2)
@@ -236,7 +241,13 @@ class Recipe:
             f"Oracle demonstrations -> SFT -> GRPO on {self.config.demos.env}; each stage's "
             f"model evaluated on the same {settings.split} tasks "
             f"({summaries['base']['tasks']} tasks × {settings.n} samples × seeds "
-            f"{settings.seeds}, temperature {settings.temperature}).",
+            f"{settings.seeds}, temperature {settings.temperature}"
+            + (
+                f"; the base model {settings.base_n} sample(s) per task"
+                if settings.base_n and settings.base_n != settings.n
+                else ""
+            )
+            + ").",
             "",
             metrics_table(summaries),
             "",
