@@ -431,6 +431,52 @@ def _intervals_table(results: list) -> Table:
 
 
 @app.command()
+def compare(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Evaluations: `agenttrain eval` output folders (every model in each), one "
+            "model's folder, or episodes.jsonl files. The first run is the baseline.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Folder for compare.md and compare.png (default runs/compare-<time>)."),
+    ] = None,
+) -> None:
+    """Compare evaluations: success with 95% intervals, reward, parse rate, format errors,
+    turns, env errors, and each run minus the first over the tasks both played.
+
+    Exit status: 0 done, 2 an argument is not an evaluation or shares no task with the first.
+
+    Example: agenttrain compare runs/eval-base runs/eval-trained --out runs/compare
+    """
+    import sys
+    import time
+
+    from agenttrain.eval.compare import (
+        TERMINAL_NOTE,
+        CompareError,
+        differences_table,
+        runs_table,
+        write_markdown,
+    )
+    from agenttrain.eval.compare import compare as compare_runs
+
+    try:
+        comparison = compare_runs(runs)
+    except CompareError as problem:
+        raise _refusal(problem) from None
+    folder = out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")
+    report = write_markdown(comparison, folder, "agenttrain " + " ".join(sys.argv[1:]))
+    console.print(runs_table(comparison))
+    console.print(differences_table(comparison))
+    console.print(TERMINAL_NOTE, highlight=False, markup=False)
+    console.print(f"Report: {report}", soft_wrap=True)
+
+
+@app.command()
 def show(
     file: Annotated[Path, typer.Argument(help="A trajectories JSONL file (e.g. episodes.jsonl).")],
     index: Annotated[int, typer.Option(help="Which episode (0-based line number).")] = 0,

@@ -139,6 +139,7 @@ EPISODE_PARTS: dict[str, Callable[[Trajectory], tuple[float, float]]] = {
     "mean_reward": lambda t: (float(t.reward or 0.0), 1.0),
     "mean_turns": lambda t: (float(t.num_turns), 1.0),
     "format_error_rate": lambda t: (float(t.format_errors), float(t.num_turns)),
+    "format_error_episodes": lambda t: (float(t.format_errors > 0), 1.0),
 }
 """Each metric as a ratio of totals: an episode's (numerator, denominator) parts. Env-error
 episodes take no part (they have no score), as in `summarize`."""
