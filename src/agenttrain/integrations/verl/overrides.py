@@ -306,6 +306,17 @@ def _rollout(out: Overrides, config: TrainConfig, prompt_length: int | None) -> 
     out.set("sampling.top_k", f"{ROLLOUT}.top_k", sampling.top_k or -1)
     out.set("data.batch_tasks", "data.train_batch_size", config.data.batch_tasks)
     out.set("data.group_size", f"{ROLLOUT}.n", config.data.group_size)
+    frontier = config.data.task_sampling == "frontier"
+    out.unsupported_key(
+        "data.task_sampling",
+        config.data.task_sampling,
+        "verl's dataloader draws tasks uniformly (frontier sampling is agenttrain's trainer only)",
+        matters=frontier,
+    )
+    for key, value in config.data.frontier.model_dump().items():
+        out.unsupported_key(
+            f"data.frontier.{key}", value, "frontier sampling is agenttrain's trainer only", False
+        )
 
 
 def _algorithm(out: Overrides, config: TrainConfig) -> None:
