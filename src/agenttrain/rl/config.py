@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from agenttrain.memory.config import MemoryConfig
 from agenttrain.modeling import ModelConfig
 from agenttrain.rl.kl import KLType
 from agenttrain.rl.losses import AggMode
@@ -207,6 +208,8 @@ class TrainConfig(Section):
     actor: ActorConfig = Field(default_factory=ActorConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    """The experience pool (docs/memory.md)."""
 
     @field_validator("envs", mode="before")
     @classmethod
@@ -247,6 +250,13 @@ class TrainConfig(Section):
                 "algorithm.filter_groups.enabled keeps groups whose rewards differ; with "
                 "data.group_size=1 no group can, so nothing would be trained"
             )
+        if self.memory.enabled:
+            held_out = [e.name for e in self.environments if e.split != "train"]
+            if held_out:
+                raise ValueError(
+                    f"memory.enabled: only train-split episodes may enter the experience pool, "
+                    f"but {held_out[0]} trains on another split; use split train"
+                )
         restart = self.algorithm.return_at_env_tokens == "restart"
         if restart and estimator != "reinforce_plus_plus":
             raise ValueError(
