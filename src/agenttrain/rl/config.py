@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from agenttrain.launcher.config import LaunchConfig
 from agenttrain.memory.config import MemoryConfig
 from agenttrain.modeling import ModelConfig
 from agenttrain.rl.kl import KLType
@@ -210,6 +211,8 @@ class TrainConfig(Section):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     """The experience pool (docs/memory.md)."""
+    launch: LaunchConfig = Field(default_factory=LaunchConfig)
+    """Read by `agenttrain launch` only: the services it starts for this run (docs/launch.md)."""
 
     @field_validator("envs", mode="before")
     @classmethod
