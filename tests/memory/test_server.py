@@ -1,0 +1,144 @@
+"""ReMe's task-memory HTTP API over our pool (AgentEvolver's requests), and our client of it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from agenttrain.memory.pool import ExperiencePool
+from agenttrain.memory.server import create_memory_app
+from agenttrain.memory.service import MemoryServiceError, ReMeClient
+from agenttrain.memory.summarize import RuleSummarizer
+from agenttrain.rollout.trajectory import Trajectory, Turn
+from support import health, serve_in_thread
+
+SYSTEM = {"role": "system", "content": "You are a Minecraft crafting agent. " * 40}
+
+
+def post(url: str, path: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"{url}/{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as answer:
+        return answer.code, json.loads(answer.read())
+
+
+def episode(goal: str, actions: list[tuple[str, str]]) -> list[dict]:
+    messages = [SYSTEM, {"role": "user", "content": f"Crafting commands: ...\nGoal: craft {goal}."}]
+    for action, observation in actions:
+        messages.append({"role": "assistant", "content": f"Thought: next.\nAction: {action}"})
+        messages.append({"role": "user", "content": observation})
+    return messages
+
+
+@pytest.fixture
+def memory_url(tmp_path):
+    app = create_memory_app(ExperiencePool(tmp_path / "pool.sqlite"), RuleSummarizer())
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def test_agentevolver_requests_round_trip(memory_url):
+    assert health(memory_url) == {"status": "healthy"}
+    summary = {
+        "workspace_id": "ws",
+        "trajectories": [
+            {
+                "messages": episode(
+                    "stick", [("get 2 oak planks", "Got 2 oak planks"), ("craft 4 stick", "Crafted")]
+                ),
+                "score": 1.0,
+            },
+            {
+                "messages": episode(
+                    "iron bars", [("craft iron bars", "Could not find enough items to craft")] * 3
+                ),
+                "score": 0.0,
+            },
+            {"messages": episode("bread", [("get 3 wheat", "Got 3 wheat")]), "score": 1.0},
+        ],
+    }
+    status, answer = post(memory_url, "summary_task_memory", summary)
+    assert status == 200 and answer["success"] is True
+    assert answer["metadata"]["update_result"] == {"deleted_count": 0, "inserted_count": 3}
+    memories = json.loads(answer["answer"])
+    assert {m["memory_type"] for m in memories} == {"task"}
+    assert {"when_to_use", "content", "score", "memory_id", "workspace_id"} <= set(memories[0])
+    assert "`craft iron bars` (3x: Could not find" in memories[1]["content"]
+
+    # AgentEvolver's query: the JSON of the whole initial conversation.
+    query = json.dumps([SYSTEM, {"role": "user", "content": "Goal: craft stick."}])
+    status, answer = post(
+        memory_url, "retrieve_task_memory", {"query": query, "top_k": 1, "workspace_id": "ws"}
+    )
+    assert status == 200
+    assert answer["answer"].startswith("Memory 1 :\n When to use: Task: Crafting commands")
+    assert "craft 4 stick" in answer["answer"]
+    [memory] = answer["metadata"]["memory_list"]
+    assert memory["content"] == memories[0]["content"]
+
+    status, simple = post(
+        memory_url,
+        "retrieve_task_memory_simple",
+        {"query": "craft iron bars", "top_k": 1, "workspace_id": "ws"},
+    )
+    assert simple["answer"].startswith("Previous Memory\n- Task:")
+    assert "Avoid these actions" in simple["answer"]
+    status, other = post(memory_url, "retrieve_task_memory", {"query": "stick", "workspace_id": "x"})
+    assert other["answer"] == "" and other["metadata"]["memory_list"] == []
+
+
+def test_trajectories_from_another_split_are_refused(memory_url):
+    body = {
+        "trajectories": [
+            {
+                "task_id": "17",
+                "messages": episode("stick", [("craft 4 stick", "Crafted")]),
+                "score": 1.0,
+                "metadata": {"split": "test"},
+            }
+        ]
+    }
+    status, answer = post(memory_url, "summary_task_memory", body)
+    assert status == 400
+    assert "task 17 is from split 'test'" in answer["detail"]
+
+
+def solved(task_id: int, goal: str) -> Trajectory:
+    trajectory = Trajectory("e", "textcraft", task_id, "g", 0, 0, "m", success=True, reward=1.0)
+    trajectory.messages = episode(goal, [("get 1 oak log", "Got 1 oak log")])
+    trajectory.turns = [Turn("Action: get 1 oak log", "get 1 oak log", "Got 1 oak log", 1.0, True)]
+    return trajectory
+
+
+def test_our_client_summarizes_and_retrieves_through_the_api(memory_url):
+    async def scenario() -> tuple[bool, int, str]:
+        client = ReMeClient(memory_url, workspace_id="run")
+        try:
+            inserted = await client.summarize([solved(3, "oak planks")], 1, run_step=2)
+            return await client.health(), inserted, await client.retrieve("oak planks", 2)
+        finally:
+            await client.aclose()
+
+    healthy, inserted, answer = asyncio.run(scenario())
+    assert healthy and inserted == 1
+    assert "get 1 oak log" in answer
+
+
+def test_a_failing_server_is_an_error_not_an_empty_answer(memory_url):
+    async def scenario() -> None:
+        client = ReMeClient(memory_url, retrieve_endpoint="no_such_flow")
+        try:
+            await client.retrieve("stick", 1)
+        finally:
+            await client.aclose()
+
+    with pytest.raises(MemoryServiceError, match="HTTP 404"):
+        asyncio.run(scenario())
