@@ -52,7 +52,7 @@ def test_agentevolver_requests_round_trip(memory_url):
         "trajectories": [
             {
                 "messages": episode(
-                    "stick", [("get 2 oak planks", "Got 2 oak planks"), ("craft 4 stick", "Crafted")]
+                    "stick", [("get 2 oak planks", "Got 2 planks"), ("craft 4 stick", "Crafted")]
                 ),
                 "score": 1.0,
             },
@@ -91,7 +91,8 @@ def test_agentevolver_requests_round_trip(memory_url):
     )
     assert simple["answer"].startswith("Previous Memory\n- Task:")
     assert "Avoid these actions" in simple["answer"]
-    status, other = post(memory_url, "retrieve_task_memory", {"query": "stick", "workspace_id": "x"})
+    empty = {"query": "stick", "workspace_id": "x"}
+    status, other = post(memory_url, "retrieve_task_memory", empty)
     assert other["answer"] == "" and other["metadata"]["memory_list"] == []
 
 
