@@ -74,7 +74,7 @@ def ppo_clip_loss(
     mask: torch.Tensor,
     *,
     clip_low: float,
-    clip_high: float,
+    clip_high: float | torch.Tensor,
     clip_c: float,
     agg_mode: str,
     totals: Totals,
@@ -83,11 +83,15 @@ def ppo_clip_loss(
 
     ratio = exp(clamp(logp - old_logp, ±20));  L_clip = max(-A·ratio, -A·clip(ratio, 1-low, 1+high))
     for A < 0: L = min(L_clip, -A·clip_c)   (dual-clip, clip_c > 1)
+
+    `clip_high` may be a tensor broadcast over the tokens, e.g. [B, 1]: episodes played with
+    experience get their own upper clip (AgentEvolver's off_cliprange_high).
     """
     log_ratio = (logprobs - old_logprobs).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
+    upper = 1.0 + torch.as_tensor(clip_high, dtype=ratio.dtype, device=ratio.device)
     unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    clipped = -advantages * torch.minimum(ratio.clamp(min=1.0 - clip_low), upper)
     surrogate = torch.maximum(unclipped, clipped)
     dual = -advantages * clip_c
     loss = torch.where(advantages < 0, torch.minimum(surrogate, dual), surrogate)

@@ -31,7 +31,11 @@ from rich.progress import (
 )
 
 from agenttrain import config as config_io
+from agenttrain.agent.conversation import conversation_start
+from agenttrain.agent.formats import get_format
 from agenttrain.eval.metrics import summarize
+from agenttrain.memory.experience import require_train_split
+from agenttrain.memory.service import ExperienceService, LocalMemory, open_service
 from agenttrain.modeling import build_trainable, load_reference, starts_from_adapter
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
@@ -122,6 +126,10 @@ class Trainer(TrainingRun):
         """Successes and episodes per training task so far (what frontier sampling weighs)."""
         self.loop = asyncio.new_event_loop()
         """One event loop for the run: the environment sources' HTTP pools live in it."""
+        self.memory: ExperienceService | None = (
+            open_service(config.memory, self.run_dir) if config.memory.enabled else None
+        )
+        """The experience pool (the run folder's file, or a ReMe-compatible server)."""
         for part in self.environments.parts:
             self._refuse_held_out_tasks(part)
             # A wrong, dead or incomplete server fails here, before training on nothing.
@@ -185,6 +193,9 @@ class Trainer(TrainingRun):
             state.get("tasks_consumed", self.step * self.config.data.batch_tasks)
         )
         self.task_stats = TaskStats.from_state(state.get("task_stats", []))
+        if isinstance(self.memory, LocalMemory):
+            # Steps after this checkpoint are played again and write their experiences again.
+            self.memory.pool.drop_after(self.step)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -236,6 +247,8 @@ class Trainer(TrainingRun):
             tracker.close()
             for part in self.environments.parts:
                 self.loop.run_until_complete(part.source.aclose())
+            if self.memory is not None:
+                self.loop.run_until_complete(self.memory.aclose())
         report = write_training_report(self.run_dir, config)
         if failure is not None:
             raise RunFailed(f"{failure}\nReport: {report}")
@@ -369,7 +382,12 @@ class Trainer(TrainingRun):
                 }
             )
             engine = RolloutEngine(
-                self.policy, part.spec, part.source.environment, rollout, sampling
+                self.policy,
+                part.spec,
+                part.source.environment,
+                rollout,
+                sampling,
+                experience=self._retrieve if self.memory is not None else None,
             )
             played = self.loop.run_until_complete(engine.run([r for _, r in mine]))
             results.update({i: t for (i, _), t in zip(mine, played, strict=True)})
@@ -413,6 +431,8 @@ class Trainer(TrainingRun):
             (t.error for t in trajectories if t.finish_reason == "env_error"), None
         )
         metrics.update(batch.reward_extra)
+        if self.memory is not None:
+            metrics.update(self._remember(step, trajectories))
         metrics["train/num_gen_batches"] = batch.rounds
         metrics["rollout/filtered_groups"] = batch.filtered_groups
         metrics["rollout/dropped_groups_env_error"] = batch.dropped_groups
@@ -472,6 +492,12 @@ class Trainer(TrainingRun):
             drawn = self._draw(wanted)
             picks += drawn
             slots = [pick.slot for pick in drawn]
+            guided = {
+                slot.index: config.memory.guided_samples(
+                    config.data.group_size, derive_seed(config.run.seed, "memory", slot.index)
+                )
+                for slot in slots
+            }
             requests = [
                 (
                     slot.env,
@@ -481,6 +507,7 @@ class Trainer(TrainingRun):
                         sample=sample,
                         seed=derive_seed(config.run.seed, "train", slot.index),
                         max_turns=max_turns[slot.env],
+                        with_experience=sample in guided[slot.index],
                     ),
                 )
                 for slot in slots
@@ -510,6 +537,46 @@ class Trainer(TrainingRun):
                     filtered=len(groups) - len(informative),
                 )
                 return batch
+
+    async def _retrieve(self, goal: str) -> str:
+        assert self.memory is not None
+        return await self.memory.retrieve(goal, self.config.memory.top_k)
+
+    def _remember(self, step: int, trajectories: list[Trajectory]) -> dict[str, float]:
+        """Summarize the step's finished training episodes into the pool (every
+        `memory.update_freq` steps); `memory/*` metrics, guided vs plain success included."""
+        assert self.memory is not None
+        usable = [t for t in trajectories if t.finish_reason != "env_error"]
+        guided = [t for t in usable if t.experience is not None]
+        plain = [t for t in usable if t.experience is None]
+        metrics: dict[str, float] = {"memory/guided_episodes": len(guided)}
+        if guided:
+            metrics["memory/guided_success_rate"] = fmean(t.success for t in guided)
+        if plain:
+            metrics["memory/plain_success_rate"] = fmean(t.success for t in plain)
+        frequency = self.config.memory.update_freq
+        if frequency and step % frequency == 0:
+            inserted = 0
+            for part in self.environments.parts:
+                mine = [t for t in usable if t.env == part.name]
+                train_ids = {str(task) for task in part.spec.split("train")}
+                for trajectory in mine:
+                    require_train_split(str(trajectory.task_id), part.config.split, train_ids)
+                inserted += self.loop.run_until_complete(
+                    self.memory.summarize(mine, self._first_user(part), step)
+                )
+            metrics["memory/inserted"] = inserted
+        size = self.memory.size()
+        if size is not None:
+            metrics["memory/pool_size"] = size
+        return metrics
+
+    def _first_user(self, part: RunEnvironment) -> int:
+        """Index of an episode's first observation in its messages (after the fixed start)."""
+        rollout = self.config.rollout
+        action_format = part.config.action_format or rollout.action_format
+        fmt = get_format(action_format, part.spec.name)
+        return len(conversation_start(part.spec, fmt, rollout.prompt_style))
 
     def _has_signal(self, batch: StepBatch, group: list[int]) -> bool:
         """Whether the group gives any non-zero advantage under the configured estimator

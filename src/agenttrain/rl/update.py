@@ -93,6 +93,13 @@ class PolicyUpdate:
         metrics: dict[str, float] = {}
         width = max(len(t.response_ids) for t in episodes)
         mask = pad_responses([t.response_mask for t in episodes], width)
+        guided = guided_rows(episodes)
+        # Rollout log-probs of episodes played with experience were taken with the block in
+        # the prompt: they are left out of the rollout-vs-training comparison.
+        plain_mask = mask * (~guided).float().unsqueeze(-1)
+        if self.config.memory.enabled:
+            guided_tokens = float((mask * guided.float().unsqueeze(-1)).sum())
+            metrics["actor/exp_mask_ratio"] = guided_tokens / max(float(mask.sum()), 1.0)
         old_logprobs = None  # None: the update's own forward pass provides them
         needs_old = kl.in_reward or not (actor.recompute_old_logprobs and self.on_policy_shortcut)
         if needs_old:
@@ -104,7 +111,7 @@ class PolicyUpdate:
             old_logprobs = pad_responses(old, width)
         rollout_logprobs = pad_responses([t.logprobs for t in episodes], width)
         if old_logprobs is not None:
-            metrics.update(rollout_probs_diff([(rollout_logprobs, old_logprobs, mask)]))
+            metrics.update(rollout_probs_diff([(rollout_logprobs, old_logprobs, plain_mask)]))
         ref_logprobs = None
         if kl.use_kl_loss or kl.in_reward:
             with timed(timing, "ref"):
@@ -147,6 +154,7 @@ class PolicyUpdate:
                     ref_logprobs,
                     advantages,
                     None if old_logprobs is not None else rollout_logprobs,
+                    guided,
                 )
             )
         return metrics
@@ -159,6 +167,7 @@ class PolicyUpdate:
         ref_logprobs: torch.Tensor | None,
         advantages: torch.Tensor,
         rollout_logprobs: torch.Tensor | None,
+        guided: torch.Tensor,
     ) -> dict[str, float]:
         """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches.
 
@@ -194,12 +203,12 @@ class PolicyUpdate:
                         advantages,
                         totals,
                         temperature,
+                        guided,
                     )
                     if rollout_logprobs is not None:
                         width = logprobs.shape[1]
-                        compared.append(
-                            (rollout_logprobs[rows, :width], logprobs, mask[rows, :width])
-                        )
+                        plain = mask[rows, :width] * (~guided[rows]).float().unsqueeze(-1)
+                        compared.append((rollout_logprobs[rows, :width], logprobs, plain))
                     for key, value in parts.items():
                         sums[key] = sums.get(key, 0.0) + value
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, actor.grad_clip))
@@ -217,6 +226,13 @@ class PolicyUpdate:
             metrics["actor/kl_coef"] = kl.coef
         return metrics
 
+    def _clip_high(self, guided: torch.Tensor) -> torch.Tensor:
+        """[B, 1] upper clip per episode: `memory.off_clip_ratio_high` for episodes played with
+        experience (their actions came from another context), `actor.clip_ratio_high` else."""
+        off = self.config.memory.off_clip_ratio_high
+        on = self.config.actor.clip_ratio_high
+        return torch.where(guided, off, on).float().unsqueeze(-1)
+
     def _micro_step(
         self,
         episodes: list[Trajectory],
@@ -227,6 +243,7 @@ class PolicyUpdate:
         advantages: torch.Tensor,
         totals: Totals,
         temperature: float,
+        guided: torch.Tensor,
     ) -> tuple[dict[str, float], torch.Tensor]:
         """Forward and backward one micro-batch; returns its share of the step's metrics and
         its (detached) log-probs.
@@ -253,7 +270,7 @@ class PolicyUpdate:
             advantages[rows, :width].to(self.device),
             micro_mask,
             clip_low=actor.clip_ratio_low,
-            clip_high=actor.clip_ratio_high,
+            clip_high=self._clip_high(guided[rows]).to(self.device),
             clip_c=actor.clip_ratio_c,
             agg_mode=actor.loss_agg_mode,
             totals=totals,
@@ -281,6 +298,11 @@ class PolicyUpdate:
         loss.backward()
         parts["actor/loss"] = float(loss.detach())
         return parts, logprobs.detach().cpu()
+
+
+def guided_rows(episodes: list[Trajectory]) -> torch.Tensor:
+    """[B] bool: which episodes were played with experience (AgentEvolver's exp_mask rows)."""
+    return torch.tensor([t.experience is not None for t in episodes], dtype=torch.bool)
 
 
 def outcome_rewards(scores: list[float], mask: torch.Tensor) -> torch.Tensor:

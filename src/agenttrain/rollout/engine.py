@@ -10,6 +10,11 @@ Episodes are token-in-token-out: sampled tokens are appended exactly as sampled;
 environment answer is appended as the chat template's delta for one user message. An
 environment failure ends the episode as `env_error` with no reward (never a silent 0); a
 policy failure aborts the run (it is not the environment's fault).
+
+An episode asked to play with experience (`EpisodeRequest.with_experience`) gets the pool's
+answer for its task goal in a marked block in its first user turn; when it ends, that block
+is taken out of its messages and `prompt_ids`, so training sees the prompt without it
+(AgentEvolver's "discard" mode) and `Trajectory.experience` keeps what was shown.
 """
 
 from __future__ import annotations
@@ -19,15 +24,16 @@ import contextlib
 import hashlib
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agenttrain.agent.conversation import conversation_start
 from agenttrain.agent.formats import ActionFormat, get_format
 from agenttrain.envs.base import Environment, EnvSpec, describe_failure
+from agenttrain.memory.experience import observation_after_block, with_experience
 from agenttrain.policy.base import (
     ChatMessage,
     Generation,
@@ -71,6 +77,14 @@ class EpisodeRequest:
     seed: int = 0
     max_turns: int | None = None
     """This episode's turn limit (e.g. a curriculum's); None: `RolloutConfig.turn_limit`."""
+    with_experience: bool = False
+    """Inject retrieved experience into the first user turn (needs the engine's `experience`)."""
+
+
+class ExperienceSource(Protocol):
+    def __call__(self, goal: str) -> Awaitable[str]:
+        """The experience text for a task goal; "" when there is none."""
+        ...
 
 
 def derive_seed(*parts: Any) -> int:
@@ -88,6 +102,7 @@ class RolloutEngine:
         config: RolloutConfig,
         sampling: SamplingParams,
         on_episode: Callable[[Trajectory], None] | None = None,
+        experience: ExperienceSource | None = None,
     ) -> None:
         self.policy = policy
         self.spec = spec
@@ -95,6 +110,7 @@ class RolloutEngine:
         self.config = config
         self.sampling = sampling
         self.on_episode = on_episode
+        self.experience = experience
         self.format: ActionFormat = get_format(config.action_format, spec.name)
         self.max_turns = config.turn_limit(spec)
         self.template = policy.template
@@ -107,6 +123,8 @@ class RolloutEngine:
 
     async def run(self, requests: Sequence[EpisodeRequest]) -> list[Trajectory]:
         """Play every requested episode; results in request order."""
+        if self.experience is None and any(r.with_experience for r in requests):
+            raise ValueError("episodes asked for experience, but the engine has no source")
         self._wakeup = asyncio.Event()
         slots = asyncio.Semaphore(self.config.max_in_flight)
         batcher = asyncio.create_task(self._batcher())
@@ -146,6 +164,7 @@ class RolloutEngine:
         try:
             await self._play(env, request, trajectory)
         finally:
+            self._strip_experience(trajectory)
             await self._close(env)
             self.policy.release(trajectory.episode_id)
             trajectory.timing["episode_s"] = round(time.perf_counter() - started, 3)
@@ -159,7 +178,14 @@ class RolloutEngine:
             return
         described = self.spec.describe(first.text) if self.spec.describe else {}
         trajectory.task_info = {**described, **first.info}
-        trajectory.messages.append({"role": "user", "content": first.text})
+        content = first.text
+        if request.with_experience:
+            assert self.experience is not None
+            answer = await self.experience(str(described.get("goal") or first.text))
+            if answer:
+                trajectory.experience = answer
+                content = with_experience(first.text, answer)
+        trajectory.messages.append({"role": "user", "content": content})
         if self.template is not None:
             trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages)
         consecutive_errors, last_reward, total_reward = 0, 0.0, 0.0
@@ -215,6 +241,17 @@ class RolloutEngine:
                     return self._finish(trajectory, "context_limit", last_reward, total_reward)
                 self._append(trajectory, delta, None)
             trajectory.messages.append({"role": "user", "content": turn.observation})
+
+    def _strip_experience(self, trajectory: Trajectory) -> None:
+        """Put the first observation back without the experience block, and rebuild the prompt
+        ids from it: the training sequence is the prompt without the block + the response."""
+        if trajectory.experience is None:
+            return
+        index = len(self.start)
+        shown = trajectory.messages[index]["content"]
+        trajectory.messages[index] = {"role": "user", "content": observation_after_block(shown)}
+        if self.template is not None:
+            trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages[: index + 1])
 
     async def _model_turn(self, trajectory: Trajectory) -> tuple[str | None, int, bool]:
         """The model's reply (None when the context is full), its new token count, and

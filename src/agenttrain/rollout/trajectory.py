@@ -69,6 +69,9 @@ class Trajectory:
     task_info: dict[str, Any] = field(default_factory=dict)
     """What the environment said about the task at reset (e.g. TextCraft's goal and depth)."""
     timing: dict[str, float] = field(default_factory=dict)
+    experience: str | None = None
+    """Experience shown in the first user turn while playing (None: played without). It is
+    not in `messages` or `prompt_ids`: training sees the prompt without it."""
 
     @property
     def num_turns(self) -> int:
