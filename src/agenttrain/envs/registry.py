@@ -169,14 +169,17 @@ def _ensure_loaded() -> None:
     from agenttrain.envs.babyai import BabyAIEnv
     from agenttrain.envs.largest import LargestEnv
     from agenttrain.envs.sciworld import SciWorldEnv
+    from agenttrain.envs.searchqa import SearchQAEnv
     from agenttrain.envs.textcraft import TextCraftEnv
 
     register("textcraft", TextCraftEnv)
     register("largest", LargestEnv)
     register("babyai", BabyAIEnv)
     register("sciworld", SciWorldEnv, process_workers=4)  # a JVM per worker process
+    register("searchqa", SearchQAEnv)
     for spec in REMOTE_SPECS:
-        register(spec.name, spec=spec)
+        if spec.name.lower() not in _registry:  # not ported in-process: its server only
+            register(spec.name, spec=spec)
     for plugin in entry_points(group="agenttrain.envs"):
         plugin.load()()
 
