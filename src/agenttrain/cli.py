@@ -547,6 +547,64 @@ def train(
     )
 
 
+@app.command()
+def launch(
+    config: Annotated[
+        Path | None, typer.Argument(help="Training YAML; its launch: section says what to start.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="Dotted overrides, passed on to the training as well."),
+    ] = None,
+    status: Annotated[
+        Path | None,
+        typer.Option("--status", help="Show the processes of the launch of this run folder."),
+    ] = None,
+    stop: Annotated[
+        Path | None,
+        typer.Option("--stop", help="Stop the launch of this run folder (its processes only)."),
+    ] = None,
+) -> None:
+    """Start the environment servers (and memory service) a config names, check they answer,
+    train, and stop everything started when the training ends, fails or is interrupted.
+
+    Example: agenttrain launch configs/textcraft_grpo.yaml 'launch.servers={textcraft: {count: 2}}'
+    """
+    from agenttrain.config import ConfigError
+    from agenttrain.launcher.services import LaunchError
+    from agenttrain.launcher.state import read_state, status_rows, stop_launch
+    from agenttrain.launcher.supervisor import Launcher, LaunchFailed
+
+    if (config is not None) + (status is not None) + (stop is not None) != 1:
+        raise _refusal("give a CONFIG to launch, or one of --status RUN / --stop RUN")
+    try:
+        if status is not None:
+            table = Table("process", "pid", "alive", "url", "answers", "restarts", box=box.SIMPLE)
+            for row in status_rows(read_state(status)):
+                table.add_row(*row)
+            console.print(table)
+            console.print(f"logs: {status / 'launch' / 'logs'}", highlight=False, soft_wrap=True)
+            return
+        if stop is not None:
+            stopped = stop_launch(stop)
+            console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+            return
+        assert config is not None
+        launcher = Launcher(
+            config, overrides or [], lambda text: console.print(text, markup=False, highlight=False)
+        )
+        code = launcher.run()
+    except (ConfigError, LaunchError, FileNotFoundError) as problem:
+        raise _refusal(problem) from None
+    except LaunchFailed as failure:
+        from rich.markup import escape
+
+        console.print(f"[red]error:[/] {escape(str(failure))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(failure.exit_code) from None
+    if code:
+        raise typer.Exit(code)
+
+
 def _set_up_errors() -> tuple[type[Exception], ...]:
     """What a training command reports in one line (exit 2) instead of a traceback."""
     from agenttrain.config import ConfigError
