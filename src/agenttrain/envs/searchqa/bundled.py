@@ -15,44 +15,135 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).parent
-CORPUS_FILE = HERE / "corpus.jsonl"
-QUESTIONS_FILE = HERE / "questions.jsonl"
+from agenttrain.envs.searchqa.questions import BUNDLED_CORPUS, BUNDLED_QUESTIONS
 
 SEED = 14
 TEST_EVERY = 4
 """Every 4th question is a test question; the rest train."""
 
-ONSETS = ["b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "br", "dr",
-          "gr", "kl", "sk", "st", "th", "tr", "w", "z"]  # fmt: skip
+ONSETS = [
+    "b",
+    "d",
+    "f",
+    "g",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "br",
+    "dr",
+    "gr",
+    "kl",
+    "sk",
+    "st",
+    "th",
+    "tr",
+    "w",
+    "z",
+]
 VOWELS = ["a", "e", "i", "o", "u", "ae", "ei", "ou"]
 CODAS = ["", "n", "r", "l", "s", "th", "nd", "rk", "ld", "st", "m", "sk"]
 TOWN_ENDINGS = ["holt", "mere", "wick", "stad", "by", "haven", "ford", "moor", "dale", "port"]
 
 ISLANDS = ["Varn", "Ostel", "Brisk", "Hallow", "Teme", "Quill"]
-PRODUCTS = ["blue glass", "copper bells", "salt cod", "wool sails", "rope ladders", "honey wax",
-            "slate tiles", "fishing nets", "clay lamps", "pine tar", "kelp paper", "tin whistles"]  # fmt: skip
-PROFESSIONS = ["cartographer", "shipwright", "astronomer", "glassblower", "botanist", "poet",
-               "lighthouse keeper", "weaver", "composer", "surveyor", "beekeeper", "bridge builder"]  # fmt: skip
-WORKS = ["a map of the northern reefs", "a book of sea songs", "a catalogue of island mosses",
-         "a lighthouse lens", "a survey of the tidal flats", "a calendar of the spring tides",
-         "a hymn for the harvest", "a bridge of black stone", "a treatise on hive keeping",
-         "a tapestry of the first fleet"]  # fmt: skip
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December"]  # fmt: skip
-FESTIVAL_KINDS = ["Lantern Night", "Net Mending Fair", "Salt Walk", "Bell Race", "Kite Day",
-                  "Herring Feast", "Bonfire Vigil"]  # fmt: skip
-HONOURS = ["the return of the fishing fleet", "the first frost", "the longest day",
-           "the founding of the town", "the end of the harvest", "the spring thaw"]  # fmt: skip
+PRODUCTS = [
+    "blue glass",
+    "copper bells",
+    "salt cod",
+    "wool sails",
+    "rope ladders",
+    "honey wax",
+    "slate tiles",
+    "fishing nets",
+    "clay lamps",
+    "pine tar",
+    "kelp paper",
+    "tin whistles",
+]
+PROFESSIONS = [
+    "cartographer",
+    "shipwright",
+    "astronomer",
+    "glassblower",
+    "botanist",
+    "poet",
+    "lighthouse keeper",
+    "weaver",
+    "composer",
+    "surveyor",
+    "beekeeper",
+    "bridge builder",
+]
+WORKS = [
+    "a map of the northern reefs",
+    "a book of sea songs",
+    "a catalogue of island mosses",
+    "a lighthouse lens",
+    "a survey of the tidal flats",
+    "a calendar of the spring tides",
+    "a hymn for the harvest",
+    "a bridge of black stone",
+    "a treatise on hive keeping",
+    "a tapestry of the first fleet",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+FESTIVAL_KINDS = [
+    "Lantern Night",
+    "Net Mending Fair",
+    "Salt Walk",
+    "Bell Race",
+    "Kite Day",
+    "Herring Feast",
+    "Bonfire Vigil",
+]
+HONOURS = [
+    "the return of the fishing fleet",
+    "the first frost",
+    "the longest day",
+    "the founding of the town",
+    "the end of the harvest",
+    "the spring thaw",
+]
 SEAS = ["Grey Sound", "Amber Sea", "Narrow Strait", "Cold Bay"]
-DEVICE_KINDS = ["tide loom", "fog horn", "salt press", "star compass", "rope winch", "kelp mill",
-                "wind clock", "net shuttle", "lamp bellows", "depth sounder"]  # fmt: skip
-DEVICE_USES = ["to weave sailcloth while the tide turns a wheel",
-               "to warn ships away from the reefs in fog",
-               "to squeeze brine out of sea salt",
-               "to find north under a clouded sky",
-               "to haul boats up the shingle",
-               "to grind dried kelp into paper pulp"]  # fmt: skip
+DEVICE_KINDS = [
+    "tide loom",
+    "fog horn",
+    "salt press",
+    "star compass",
+    "rope winch",
+    "kelp mill",
+    "wind clock",
+    "net shuttle",
+    "lamp bellows",
+    "depth sounder",
+]
+DEVICE_USES = [
+    "to weave sailcloth while the tide turns a wheel",
+    "to warn ships away from the reefs in fog",
+    "to squeeze brine out of sea salt",
+    "to find north under a clouded sky",
+    "to haul boats up the shingle",
+    "to grind dried kelp into paper pulp",
+]
 
 
 @dataclass
@@ -170,12 +261,12 @@ def build() -> Bundle:
 
 
 def records(bundle: Bundle) -> Iterator[tuple[Path, list[dict[str, object]]]]:
-    yield CORPUS_FILE, list(bundle.passages)
+    yield BUNDLED_CORPUS, list(bundle.passages)
     split_questions = [
         {**q, "split": "test" if i % TEST_EVERY == TEST_EVERY - 1 else "train"}
         for i, q in enumerate(bundle.questions)
     ]
-    yield QUESTIONS_FILE, split_questions
+    yield BUNDLED_QUESTIONS, split_questions
 
 
 def jsonl(rows: list[dict[str, object]]) -> str:

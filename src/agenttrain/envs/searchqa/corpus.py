@@ -65,7 +65,8 @@ def load_passages(path: Path) -> list[Passage]:
         where = f"{path}:{number}"
         passage = Passage(*(text_field(record, name, where) for name in ("id", "title", "text")))
         if passage.id in seen:
-            raise CorpusError(f"{where}: passage id {passage.id!r} already on line {seen[passage.id]}")
+            first = seen[passage.id]
+            raise CorpusError(f"{where}: passage id {passage.id!r} already on line {first}")
         seen[passage.id] = number
         passages.append(passage)
     if not passages:

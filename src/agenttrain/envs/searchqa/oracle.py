@@ -45,9 +45,7 @@ def plan(observation: str) -> list[PlannedAction]:
             "I do not know this yet, so I search for it.",
             f"<search>{question.question}</search>",
         ),
-        PlannedAction(
-            f"The answer is in {source}.", f"<answer>{question.answers[0]}</answer>"
-        ),
+        PlannedAction(f"The answer is in {source}.", f"<answer>{question.answers[0]}</answer>"),
     ]
 
 

@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agenttrain.envs.searchqa.bundled import CORPUS_FILE, QUESTIONS_FILE
 from agenttrain.envs.searchqa.corpus import CorpusError, read_jsonl, text_field
 
 CORPUS_ENV = "AGENTTRAIN_SEARCHQA_CORPUS"
 QUESTIONS_ENV = "AGENTTRAIN_SEARCHQA_QUESTIONS"
+BUNDLED_CORPUS = Path(__file__).with_name("corpus.jsonl")
+BUNDLED_QUESTIONS = Path(__file__).with_name("questions.jsonl")
+"""The invented Ostmere corpus and its questions (written by `bundled.py`)."""
 
 
 @dataclass(frozen=True)
@@ -111,9 +113,9 @@ def known_sets() -> list[QuestionSet]:
 
 def configured_corpus(given: str | os.PathLike[str] | None = None) -> Path:
     """The corpus to use: the one given, else `$AGENTTRAIN_SEARCHQA_CORPUS`, else the bundle."""
-    return Path(given or os.environ.get(CORPUS_ENV) or CORPUS_FILE)
+    return Path(given or os.environ.get(CORPUS_ENV) or BUNDLED_CORPUS)
 
 
 def configured_questions(given: str | os.PathLike[str] | None = None) -> Path:
     """The questions: the file given, else `$AGENTTRAIN_SEARCHQA_QUESTIONS`, else the bundle."""
-    return Path(given or os.environ.get(QUESTIONS_ENV) or QUESTIONS_FILE)
+    return Path(given or os.environ.get(QUESTIONS_ENV) or BUNDLED_QUESTIONS)
