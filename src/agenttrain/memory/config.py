@@ -40,14 +40,16 @@ class MemoryConfig(Section):
     @model_validator(mode="after")
     def _consistent(self) -> MemoryConfig:
         if not self.enabled:
-            changed = sorted(self.model_fields_set - {"enabled"})
+            fields = type(self).model_fields
+            changed = [name for name, f in fields.items() if getattr(self, name) != f.default]
             if changed:
                 raise ValueError(
                     f"memory.{changed[0]} is set but memory.enabled is false, which ignores "
                     "it: set memory.enabled=true"
                 )
             return self
-        if self.rollout_mode != "mixed" and "rollout_ratio" in self.model_fields_set:
+        ratio_changed = self.rollout_ratio != type(self).model_fields["rollout_ratio"].default
+        if self.rollout_mode != "mixed" and ratio_changed:
             raise ValueError(
                 f"memory.rollout_ratio applies to memory.rollout_mode=mixed only (it is "
                 f"{self.rollout_mode}; allowed modes: woexp, all, mixed)"
@@ -58,7 +60,7 @@ class MemoryConfig(Section):
             raise ValueError(
                 f"memory.summarizer={self.summarizer!r}: use 'rules' or 'openai:<model>'"
             )
-        if self.url is not None and "summarizer" in self.model_fields_set:
+        if self.url is not None and self.summarizer != "rules":
             raise ValueError(
                 "memory.summarizer applies to the in-process pool; with memory.url the "
                 "server summarizes (unset one of them)"
