@@ -446,7 +446,9 @@ def compare(
     ] = None,
 ) -> None:
     """Compare evaluations: success with 95% intervals, reward, parse rate, format errors,
-    turns, env errors, and each run minus the first over the tasks both played.
+    turns, env errors, and each run minus the first over the tasks both played. Where actions
+    are JSON objects: JSON parse rate, share of -1 rewards, and each numeric field's
+    distribution (mean, std, quantiles, plot, Kolmogorov-Smirnov test against the first).
 
     Exit status: 0 done, 2 an argument is not an evaluation or shares no task with the first.
 
@@ -458,6 +460,7 @@ def compare(
     from agenttrain.eval.compare import (
         TERMINAL_NOTE,
         CompareError,
+        decision_tables,
         differences_table,
         runs_table,
         write_markdown,
@@ -473,6 +476,8 @@ def compare(
     console.print(runs_table(comparison))
     console.print(differences_table(comparison))
     console.print(TERMINAL_NOTE, highlight=False, markup=False)
+    for table in decision_tables(comparison.decisions) if comparison.decisions else []:
+        console.print(table)
     console.print(f"Report: {report}", soft_wrap=True)
 
 

@@ -8,7 +8,8 @@ an evaluation that shares no task with the first is refused, not compared on dif
 
 `compare.md` is built from `SECTIONS`, each a function of the comparison and the output
 folder that returns its markdown (and writes its plots): a view of the runs that only some
-environments have (e.g. the distribution of each field of JSON actions) is one more section.
+environments have is one more section, as the distribution of each field of JSON actions
+(`eval/decisions.py`) is.
 """
 
 from __future__ import annotations
@@ -26,6 +27,16 @@ import matplotlib.pyplot as plt
 from rich import box
 from rich.table import Table
 
+from agenttrain.eval.decisions import (
+    QUANTILES,
+    SIGNIFICANCE,
+    DecisionView,
+    FieldStats,
+    KSTest,
+    decision_view,
+    plot_field,
+    plot_name,
+)
 from agenttrain.eval.metrics import (
     BOOTSTRAP_RESAMPLES,
     CONFIDENCE,
@@ -77,6 +88,8 @@ class Comparison:
     """Per run after the first: metric -> its difference to the first (None: no scored task
     in common for that metric)."""
     shared_tasks: dict[str, int]
+    decisions: DecisionView | None = None
+    """JSON actions' parse rate and field distributions; None when no run acts in JSON."""
 
     @property
     def first(self) -> Run:
@@ -198,7 +211,8 @@ def compare(paths: Sequence[Path]) -> Comparison:
         run.label: {metric: difference(first, run, metric) for metric in COMPARED}
         for run in runs[1:]
     }
-    return Comparison(runs, differences, shared)
+    decisions = decision_view([(run.label, run.trajectories) for run in runs])
+    return Comparison(runs, differences, shared, decisions)
 
 
 def _signed(difference: Difference | None) -> str:
@@ -252,6 +266,53 @@ def differences_table(comparison: Comparison) -> Table:
             _signed(by_metric["mean_reward"]),
         )
     return table
+
+
+def decision_tables(view: DecisionView) -> list[Table]:
+    """The runs' JSON decisions (parse rate, −1 share, reward), then each numeric field's
+    distribution per run with its test against the first."""
+    runs = Table(title="JSON decisions", box=box.SIMPLE_HEAD, pad_edge=False)
+    runs.add_column("run", overflow="fold", min_width=12)
+    for title in ("turns", "JSON parse", "−1 share", "reward"):
+        runs.add_column(title, justify="right", no_wrap=True)
+    for run in view.runs:
+        runs.add_row(
+            run.label,
+            str(run.turns),
+            f"{run.parse_rate:.3f}",
+            f"{run.minus_one_share:.3f}",
+            _number(run.mean_reward),
+        )
+    fields = Table(title="decision fields", box=box.SIMPLE_HEAD, pad_edge=False)
+    fields.add_column("field", overflow="fold")
+    fields.add_column("run", overflow="fold", min_width=12)
+    for title in ("n", "mean", "std", "q25", "median", "q75", "KS D", "p"):
+        fields.add_column(title, justify="right", no_wrap=True)
+    for name in view.fields:
+        for run in view.runs:
+            stats = view.stats[name][run.label]
+            test = view.tests[name].get(run.label)
+            fields.add_row(
+                name, run.label, *_stats_cells(stats, (0.25, 0.5, 0.75)), *_test_cells(test)
+            )
+    return [runs, fields]
+
+
+def _number(value: float) -> str:
+    return "-" if value != value else f"{value:.3f}"  # nan: not defined (too few values)
+
+
+def _stats_cells(stats: FieldStats | None, quantiles: Sequence[float]) -> list[str]:
+    if stats is None:
+        return ["0", *("-" * (2 + len(quantiles)))]
+    cells = [str(stats.count), _number(stats.mean), _number(stats.std)]
+    return cells + [_number(stats.quantiles[q]) for q in quantiles]
+
+
+def _test_cells(test: KSTest | None) -> list[str]:
+    if test is None:
+        return ["-", "-"]
+    return [f"{test.statistic:.3f}", f"{test.p_value:.3g}" + (" *" if test.differs else "")]
 
 
 TERMINAL_NOTE = (
@@ -341,10 +402,49 @@ def _short(label: str) -> str:
     return label if len(label) <= 28 else "…" + label[-27:]
 
 
+def _decisions_section(comparison: Comparison, out: Path) -> list[str]:
+    """Only for runs whose actions are JSON objects: parse rate, −1 share, and each numeric
+    field's distribution per run, tested against the first, with its plot."""
+    view = comparison.decisions
+    if view is None:
+        return []
+    lines = [
+        "## JSON decisions",
+        "",
+        "A turn's decision is its action when that is one JSON object (a reply the format "
+        "rejected counts when it is one JSON object as a whole). JSON parse: share of turns "
+        "with a decision; −1 share: share of scored episodes with reward −1 (the format "
+        "rule's); fields: every numeric field, std with ddof=1; KS: two-sample "
+        f"Kolmogorov–Smirnov test against {view.runs[0].label} (asymptotic p-value), * p < "
+        f"{SIGNIFICANCE}.",
+        "",
+        "| run | turns | decisions | JSON parse rate | −1 share | mean reward |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for run in view.runs:
+        lines.append(
+            f"| {run.label} | {run.turns} | {len(run.decisions)} | {run.parse_rate:.3f} | "
+            f"{run.minus_one_share:.3f} | {_number(run.mean_reward)} |"
+        )
+    titles = ["run", "n", "mean", "std", *(f"q{q * 100:g}" for q in QUANTILES), "KS D", "p"]
+    for index, name in enumerate(view.fields):
+        lines += ["", f"### `{name}`", "", "| " + " | ".join(titles) + " |"]
+        lines.append("|---" + "|---:" * (len(titles) - 1) + "|")
+        for run in view.runs:
+            cells = _stats_cells(view.stats[name][run.label], QUANTILES)
+            cells += _test_cells(view.tests[name].get(run.label))
+            lines.append(f"| {run.label} | " + " | ".join(cells) + " |")
+        if any(view.stats[name].values()):
+            plot_field(view, name, out / plot_name(index, name))
+            lines += ["", f"![{name} per run]({plot_name(index, name)})"]
+    return [*lines, ""]
+
+
 SECTIONS: list[Callable[[Comparison, Path], list[str]]] = [
     _runs_section,
     _differences_section,
     _plot_section,
+    _decisions_section,
 ]
 """The parts of compare.md, in order; a new view of the runs is one more function here."""
 
