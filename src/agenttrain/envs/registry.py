@@ -166,6 +166,7 @@ def _ensure_loaded() -> None:
         return
     _loaded = True
     from agenttrain.envs.agentgym import REMOTE_SPECS
+    from agenttrain.envs.alfworld import register_alfworld
     from agenttrain.envs.babyai import BabyAIEnv
     from agenttrain.envs.largest import LargestEnv
     from agenttrain.envs.sciworld import SciWorldEnv
@@ -177,6 +178,7 @@ def _ensure_loaded() -> None:
     register("babyai", BabyAIEnv)
     register("sciworld", SciWorldEnv, process_workers=4)  # a JVM per worker process
     register("searchqa", SearchQAEnv)
+    register_alfworld()  # in-process when `alfworld` and $ALFWORLD_DATA are here
     for spec in REMOTE_SPECS:
         if spec.name.lower() not in _registry:  # not ported in-process: its server only
             register(spec.name, spec=spec)
