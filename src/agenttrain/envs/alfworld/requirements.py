@@ -19,10 +19,17 @@ def data_dir(given: str | os.PathLike[str] | None = None) -> Path | None:
     return Path(value).expanduser() if value else None
 
 
+def package_installed() -> bool:
+    """Whether `alfworld` is importable as a real package (a folder that merely bears its
+    name, such as a namespace package, does not count)."""
+    spec = importlib.util.find_spec("alfworld")
+    return spec is not None and spec.origin is not None
+
+
 def missing(given: str | os.PathLike[str] | None = None) -> list[str]:
     """Each missing piece with how to get it; empty when ALFWorld can run here."""
     gaps = []
-    if importlib.util.find_spec("alfworld") is None:
+    if not package_installed():
         gaps.append("the `alfworld` package (pip install alfworld; AgentGym pins 0.3.3)")
     folder = data_dir(given)
     if folder is None:
