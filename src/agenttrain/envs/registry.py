@@ -168,6 +168,7 @@ def _ensure_loaded() -> None:
     from agenttrain.envs.agentgym import REMOTE_SPECS
     from agenttrain.envs.alfworld import register_alfworld
     from agenttrain.envs.babyai import BabyAIEnv
+    from agenttrain.envs.econ import EconEnv, EconYearEnv
     from agenttrain.envs.largest import LargestEnv
     from agenttrain.envs.sciworld import SciWorldEnv
     from agenttrain.envs.searchqa import SearchQAEnv
@@ -176,6 +177,8 @@ def _ensure_loaded() -> None:
     register("textcraft", TextCraftEnv)
     register("largest", LargestEnv)
     register("babyai", BabyAIEnv)
+    register("econ", EconEnv)
+    register("econ_year", EconYearEnv)
     register("sciworld", SciWorldEnv, process_workers=4)  # a JVM per worker process
     register("searchqa", SearchQAEnv)
     register_alfworld()  # in-process when `alfworld` and $ALFWORLD_DATA are here
