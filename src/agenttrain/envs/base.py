@@ -89,6 +89,14 @@ class WireProtocol:
     """`object`: {"observation": ...}; `pair`: [observation, null]; `text`: a bare string."""
     step_observation_field: str = "observation"
     has_close: bool = True
+    """False: the server has no `/close` (sessions live on), so the client reuses a finished
+    session for the next episode by `/reset` instead of creating another."""
+    max_sessions: int | None = None
+    """Sessions a server creates before `/create` hands out ids it already gave (SQLGym 8,
+    WebShop 8,000); the client keeps at most this many live per server."""
+    max_requests_in_flight: int | None = None
+    """Requests the client sends one server at once; None: no limit. For servers whose
+    handlers run one at a time (ALFWorld), so waiting happens before a request's timeout starts."""
     first_observation: Literal["observation", "task_and_observation", "with_actions"] = (
         "observation"
     )

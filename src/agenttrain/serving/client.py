@@ -7,7 +7,16 @@ sessions over the servers (fewest live sessions first, skipping servers that jus
 retries transient failures with exponential backoff, and closes every session it opened.
 
 Retries never replay a `/step` that may have reached the server: an action is not
-idempotent. Only connection failures (nothing sent) and 503s are retried for it.
+idempotent. Only connection failures (nothing sent) and 503s are retried for it. Nor a
+`/close`: AgentGym's SciWorld answers a second close with HTTP 500.
+
+AgentGym's servers have defects the pool works around (`WireProtocol`): where a server has
+no `/close` (WebShop, SQLGym, ALFWorld) a finished session is kept and reset for the next
+episode instead of leaking a new one per episode; where `/create` starts handing out ids it
+already gave (SQLGym after 8 sessions, WebShop after 8,000) the pool keeps at most that many
+live, and an id it already holds coming back from `/create` marks the server full; where a
+server runs one request at a time (ALFWorld) requests wait in the client, not in the server's
+queue, so their timeout measures the server's work.
 
 Task ids are ours everywhere above this module. For an environment whose servers number
 tasks differently (`EnvSpec.task_key`, e.g. AgentGym's TextCraft), a server that is not
@@ -24,13 +33,14 @@ sessions in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -58,6 +68,7 @@ from agenttrain.serving.task_map import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RETRYABLE_STATUS = (502, 503, 504)
 PROTOCOL_FIELDS = frozenset({"id", "env_idx", "observation", "done", "reward", "deleted"})
@@ -131,6 +142,16 @@ class EnvServerPool:
         self._task_tables: dict[str, TaskTable | None] = {}
         """Per server: its id -> task table, or None where its ids are ours."""
         self._our_tasks: TaskTable | None = None
+        proto = self.spec.protocol
+        self._held: dict[str, set[int]] = {url: set() for url in self.urls}
+        """Per server: the sessions in an episode now."""
+        self._idle: dict[str, list[int]] = {url: [] for url in self.urls}
+        """Per server without `/close`: finished sessions, reset for the next episode."""
+        self._session_cap: dict[str, int | None] = dict.fromkeys(self.urls, proto.max_sessions)
+        self._capacity = asyncio.Condition()
+        """Guards `live_sessions`, `_held` and `_idle`; notified when a session is released."""
+        limit = proto.max_requests_in_flight
+        self._request_slots = {url: asyncio.Semaphore(limit) for url in self.urls} if limit else {}
 
     async def __aenter__(self) -> EnvServerPool:
         return self
@@ -286,27 +307,81 @@ class EnvServerPool:
         return f"server id {server_id} showed {shown!r} where {expected!r} was expected"
 
     async def _open_session(self, task_id: int) -> tuple[str, int]:
-        """Create a session on the least-loaded server that works; returns (url, id)."""
-        now = time.monotonic()
-        candidates = sorted(
-            self.urls,
-            key=lambda u: (self._down_until.get(u, 0) > now, self.live_sessions[u]),
-        )
+        """A session on the least-loaded server that works and has room (waiting while every
+        server is full); returns (url, id)."""
         failures: list[EnvServerError] = []
-        for url in candidates:
+        tried: set[str] = set()
+        while (url := await self._reserve(tried)) is not None:
             try:
-                await self._verify(url)
-                session_id = await self._create(url, self._server_task_id(url, task_id))
+                session_id = await self._session_on(url, task_id)
             except (ServerUnreachable, ServerTimeout, ServerBusy) as failure:
+                await self._unreserve(url)
                 self._down_until[url] = time.monotonic() + self.down_for_s
                 failures.append(failure)
+                tried.add(url)
                 continue
-            self.live_sessions[url] += 1
+            except BaseException:
+                await self._unreserve(url)
+                raise
+            if session_id is None:  # the server is full: wait for one of ours to finish
+                await self._unreserve(url)
+                continue
             return url, session_id
         if len(failures) == 1:
             raise failures[0]
         reasons = "; ".join(str(f) for f in failures)
         raise ServerUnreachable(", ".join(self.urls), f"no server could open a session: {reasons}")
+
+    async def _reserve(self, tried: set[str]) -> str | None:
+        """Count a new session on the best server not yet `tried` that has room, waiting while
+        none has; None when every server was tried."""
+        async with self._capacity:
+            while True:
+                untried = [url for url in self.urls if url not in tried]
+                if not untried:
+                    return None
+                roomy = [url for url in untried if self._has_room(url)]
+                if roomy:
+                    now = time.monotonic()
+                    url = min(
+                        roomy,
+                        key=lambda u: (self._down_until.get(u, 0) > now, self.live_sessions[u]),
+                    )
+                    self.live_sessions[url] += 1
+                    return url
+                await self._capacity.wait()
+
+    def _has_room(self, url: str) -> bool:
+        cap = self._session_cap[url]
+        return cap is None or self.live_sessions[url] < cap
+
+    async def _unreserve(self, url: str) -> None:
+        async with self._capacity:
+            self.live_sessions[url] = max(0, self.live_sessions[url] - 1)
+            self._capacity.notify_all()
+
+    async def _session_on(self, url: str, task_id: int) -> int | None:
+        """A finished session of `url` to reuse, or a new one; None when `/create` answered
+        the id of a session in an episode now (the server recycles ids: it is full)."""
+        await self._verify(url)
+        if self._idle[url]:
+            session_id = self._idle[url].pop()
+        else:
+            session_id = await self._create(url, self._server_task_id(url, task_id))
+            if session_id in self._held[url]:
+                self._session_cap[url] = len(self._held[url])
+                log.warning(
+                    "%s handed out session %s, which is in an episode: it recycles ids, so "
+                    "at most %d episodes run there at once",
+                    url,
+                    session_id,
+                    len(self._held[url]),
+                )
+                return None
+            if session_id in self._idle[url]:
+                self._idle[url].remove(session_id)
+        self._held[url].add(session_id)
+        return session_id
 
     async def _create(self, url: str, server_task_id: int) -> int:
         """Open a session; `server_task_id` (the server's numbering) preloads it where asked."""
@@ -333,12 +408,21 @@ class EnvServerPool:
             return  # AgentGym's server for this env has no /close; nothing more can be done
         try:
             body = {self.spec.protocol.id_field: session_id}
-            await self._send("POST", url, "/close", json=body, idempotent=True)
+            await self._send("POST", url, "/close", json=body, idempotent=False)
         except EnvServerError as failure:
             log.warning("could not close session %s on %s: %s", session_id, url, failure)
 
-    def _release(self, url: str) -> None:
-        self.live_sessions[url] = max(0, self.live_sessions[url] - 1)
+    async def _release(self, url: str, session_id: int, *, reuse: bool) -> None:
+        """End an episode's hold on a session; `reuse` keeps it for the next episode."""
+        async with self._capacity:
+            self._held[url].discard(session_id)
+            if reuse:
+                self._idle[url].append(session_id)
+            self.live_sessions[url] = max(0, self.live_sessions[url] - 1)
+            self._capacity.notify_all()
+
+    def _request_slot(self, url: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        return self._request_slots.get(url) or contextlib.nullcontext()
 
     async def _send(self, method: str, url: str, route: str, **request: Any) -> Any:
         """One request with retries; returns the decoded JSON answer or raises a typed error."""
@@ -359,9 +443,11 @@ class EnvServerPool:
         while True:
             try:
                 data = None if json is None else orjson.dumps(json)
-                async with self._session().request(
-                    method, url + route, data=data, params=params
-                ) as response:
+                request = self._session().request
+                async with (
+                    self._request_slot(url),
+                    request(method, url + route, data=data, params=params) as response,
+                ):
                     answer = Answer(response.status, await response.read())
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as failure:
                 # Nothing reached the server: safe to retry any request.
@@ -409,16 +495,19 @@ class RemoteEnvironment:
         self._pool = pool
         self.url: str | None = None
         self.session_id: int | None = None
+        self._in_doubt = False
+        """A request of this session failed in transit: the server may still be working on it,
+        so the session is not handed to another episode."""
 
     async def reset(self, task_id: int) -> Observation:
         """Start our task `task_id` (sent as the server's id for the same task)."""
-        first = await self._reset_to(task_id)
+        first = await self._watched(self._reset_to(task_id))
         assert self.url is not None
         if self._pool._shows_other_task(self.url, task_id, first) is None:
             return first
         # The server renumbered its tasks (another install now answers there): read them again.
         await self._pool._reprobe(self.url, self._pool._task_tables.get(self.url))
-        first = await self._reset_to(task_id)
+        first = await self._watched(self._reset_to(task_id))
         problem = self._pool._shows_other_task(self.url, task_id, first)
         if problem is not None:
             raise TaskMapError(f"{self.url}: {problem}, even after reading its task table again")
@@ -428,22 +517,27 @@ class RemoteEnvironment:
         if self.session_id is None or self.url is None:
             raise EnvironmentNotReset(f"{self.spec.display_name}: call reset() before step()")
         proto = self.spec.protocol
-        answer = await self._pool._send(
-            "POST",
-            self.url,
-            "/step",
-            json={proto.id_field: self.session_id, "action": action},
-            idempotent=False,
+        answer = await self._watched(
+            self._pool._send(
+                "POST",
+                self.url,
+                "/step",
+                json={proto.id_field: self.session_id, "action": action},
+                idempotent=False,
+            )
         )
         return _step_result(self.spec, self.url, answer)
 
     async def close(self) -> None:
-        """Close the server-side session (never raises: closing must not hide another error)."""
+        """Close the server-side session, or keep it for the next episode where the server has
+        no `/close` (never raises: closing must not hide another error)."""
         if self.session_id is None or self.url is None:
             return
         url, session_id = self.url, self.session_id
-        self._forget()
-        await self._pool._close_session(url, session_id)
+        reuse = not self.spec.protocol.has_close and not self._in_doubt
+        await self._forget(reuse=reuse)
+        if not reuse:
+            await self._pool._close_session(url, session_id)
 
     async def __aenter__(self) -> RemoteEnvironment:
         return self
@@ -453,13 +547,23 @@ class RemoteEnvironment:
 
     async def _open(self, task_id: int) -> None:
         self.url, self.session_id = await self._pool._open_session(task_id)
+        self._in_doubt = False
         self._pool._open.add(self)
 
-    def _forget(self) -> None:
-        if self.url is not None:
-            self._pool._release(self.url)
+    async def _forget(self, *, reuse: bool = False) -> None:
+        url, session_id = self.url, self.session_id
         self._pool._open.discard(self)
         self.url, self.session_id = None, None
+        if url is not None and session_id is not None:
+            await self._pool._release(url, session_id, reuse=reuse)
+
+    async def _watched(self, request: Awaitable[T]) -> T:
+        """Await a request of this session, noting a failure in transit."""
+        try:
+            return await request
+        except (ServerTimeout, ServerUnreachable):
+            self._in_doubt = True
+            raise
 
     async def _reset_to(self, task_id: int) -> Observation:
         if self.session_id is None:
@@ -468,7 +572,7 @@ class RemoteEnvironment:
             return await self._reset_session(task_id)
         except SessionLost:
             # The server forgot the session (restart, idle expiry): a reset starts afresh anyway.
-            self._forget()
+            await self._forget()
             await self._open(task_id)
             return await self._reset_session(task_id)
 
