@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from agenttrain.cli import app
 from agenttrain.envs import get_spec, make_env
+from agenttrain.envs.agentgym import SEARCHQA
 from agenttrain.envs.searchqa import CorpusError, SearchQAEnv
 from agenttrain.envs.searchqa.bundled import build, jsonl, records
 from agenttrain.envs.searchqa.env import CORRECT, INCORRECT, INVALID, first_observation
@@ -115,7 +116,9 @@ def test_spec_keeps_agentgyms_dialect_turns_and_splits():
     splits = spec.splits()
     assert (len(splits["train"]), len(splits["test"])) == (315, 105)
     assert set(splits["train"]).isdisjoint(splits["test"])
-    assert splits["agentgym_test"][-1] == 51712  # for runs against AgentGym's own server
+    # AgentGym's server's own task ids stay available, for runs against it (--server)
+    for name, ids in SEARCHQA.splits().items():
+        assert splits[f"agentgym_{name}"] == ids
 
 
 def test_a_user_corpus_and_questions_from_kwargs_and_env_vars(tmp_path, monkeypatch):
