@@ -6,6 +6,12 @@
 as verl decodes it; `ground_truth` is the task's details (TextCraft: its goal); `extra_info`
 carries the environment's reward, the per-turn rewards, the turn count and the task. A dict
 result must hold "score"; its other keys are logged. `async def` functions work too.
+
+The score replaces the episode's reward: for a one-turn task it is the reward of the one
+decision; for a multi-turn task it overrides the environment's final score (the environment's
+own stays in `extra_info["env_reward"]`). A file that cannot be imported, a function that
+raises, or a result that is not a finite number (None, a string, NaN) stops the run with an
+error naming the file and the function, never a silent 0.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import inspect
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,14 +33,35 @@ class RewardFunctionError(ValueError):
     pass
 
 
-def load_reward_function(path: Path, name: str) -> Callable[..., Any]:
+@dataclass(frozen=True)
+class RewardFunction:
+    """A user's reward function and where it came from (for error messages)."""
+
+    function: Callable[..., Any]
+    path: Path
+    name: str
+
+    def __call__(self, **arguments: Any) -> Any:
+        return self.function(**arguments)
+
+    def __str__(self) -> str:
+        return f"{self.name} in {self.path}"
+
+
+def load_reward_function(path: Path, name: str) -> RewardFunction:
     if not path.exists():
         raise RewardFunctionError(f"reward.custom_function.path: no such file: {path}")
     spec = importlib.util.spec_from_file_location(f"agenttrain_reward_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise RewardFunctionError(f"reward.custom_function.path: cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as failure:  # the user's module: any error, reported with its file
+        raise RewardFunctionError(
+            f"reward.custom_function.path: importing {path} failed: "
+            f"{type(failure).__name__}: {failure}"
+        ) from failure
     function = getattr(module, name, None)
     if not callable(function):
         found = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
@@ -40,7 +69,7 @@ def load_reward_function(path: Path, name: str) -> Callable[..., Any]:
         raise RewardFunctionError(
             f"reward.custom_function.name: {path} has no function {name!r}; it defines: {defined}"
         )
-    return function
+    return RewardFunction(function, path, name)
 
 
 def solution_text(trajectory: Trajectory, tokenizer: Any = None) -> str:
@@ -65,30 +94,46 @@ def score_episode(
     function: Callable[..., Any], trajectory: Trajectory, tokenizer: Any, kwargs: dict[str, Any]
 ) -> Scored:
     info = dict(trajectory.task_info)
-    result = function(
-        data_source=trajectory.env,
-        solution_str=solution_text(trajectory, tokenizer),
-        ground_truth=info.get("ground_truth", info.get("goal", info)),
-        extra_info={
-            **info,
-            "task_id": trajectory.task_id,
-            "env_reward": trajectory.reward,
-            "turn_scores": trajectory.turn_rewards,
-            "num_turns": trajectory.num_turns,
-            "success": trajectory.success,
-            "finish_reason": trajectory.finish_reason,
-        },
-        **kwargs,
-    )
-    if inspect.isawaitable(result):
-        result = asyncio.run(result)
+    try:
+        result = function(
+            data_source=trajectory.env,
+            solution_str=solution_text(trajectory, tokenizer),
+            ground_truth=info.get("ground_truth", info.get("goal", info)),
+            extra_info={
+                **info,
+                "task_id": trajectory.task_id,
+                "env_reward": trajectory.reward,
+                "turn_scores": trajectory.turn_rewards,
+                "num_turns": trajectory.num_turns,
+                "success": trajectory.success,
+                "finish_reason": trajectory.finish_reason,
+            },
+            **kwargs,
+        )
+        if inspect.isawaitable(result):
+            result = asyncio.run(result)
+    except Exception as failure:  # the user's code: any error, reported with its origin
+        raise RewardFunctionError(
+            f"the reward function {function} raised {type(failure).__name__}: {failure} "
+            f"(task {trajectory.task_id})"
+        ) from failure
     if isinstance(result, dict):
         if "score" not in result:
             raise RewardFunctionError(
-                f"the reward function returned a dict without 'score': {result}"
+                f"the reward function {function} returned a dict without 'score': {result}"
             )
         extra = {
             k: float(v) for k, v in result.items() if k != "score" and isinstance(v, (int, float))
         }
-        return Scored(float(result["score"]), extra)
-    return Scored(float(result), {})
+        return Scored(_finite(result["score"], function, trajectory), extra)
+    return Scored(_finite(result, function, trajectory), {})
+
+
+def _finite(value: Any, function: Callable[..., Any], trajectory: Trajectory) -> float:
+    """`value` as a float, or the error a non-number (None, a string, NaN, inf) deserves."""
+    if isinstance(value, numbers.Real) and math.isfinite(value):
+        return float(value)
+    raise RewardFunctionError(
+        f"the reward function {function} returned {value!r} for task {trajectory.task_id}; "
+        "it must return a finite number or a dict with a numeric 'score'"
+    )
