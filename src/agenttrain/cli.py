@@ -906,6 +906,42 @@ def data_command(
     )
 
 
+@app.command("fewshot-pool")
+def fewshot_pool(
+    episodes: Annotated[
+        list[Path],
+        typer.Argument(help="Episode files (eval's <model>/episodes.jsonl, run trajectories)."),
+    ],
+    env: Annotated[str, typer.Option(help="Environment; only its train tasks may enter.")],
+    out: Annotated[Path, typer.Option(help="Pool file to write (JSONL).")],
+    quantile: Annotated[
+        float, typer.Option(min=0, max=1, help="Keep decisions whose reward reaches it.")
+    ] = 0.75,
+) -> None:
+    """Build a few-shot pool of good decisions from train-split episodes.
+
+    Episodes of val/test tasks are refused, naming them. Use the pool with
+    env.kwargs.fewshot_pool (econ).
+
+    Example: agenttrain fewshot-pool runs/econ-train/oracle/episodes.jsonl --env econ
+    --out pools/econ.jsonl
+    """
+    from agenttrain.agent.fewshot import FewshotError, build_pool, read_episodes, write_pool
+    from agenttrain.envs import get_spec
+
+    try:
+        spec = get_spec(env)
+        pool = build_pool(read_episodes(episodes), (spec.name,), spec.split("train"), quantile)
+    except (FewshotError, KeyError) as problem:
+        raise _refusal(problem) from None
+    written = write_pool(out, pool)
+    console.print(
+        f"Wrote {written} decisions (reward >= the {quantile:g} quantile) -> {out}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 verl_app = typer.Typer(
     help="Train a recipe on verl + Ray (the agenttrain[verl] extra): overrides and launch.",
     no_args_is_help=True,
