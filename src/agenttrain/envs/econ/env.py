@@ -15,7 +15,6 @@ under the state (`agent.fewshot`; the pool must hold train tasks only).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from agenttrain.agent.fewshot import (
@@ -139,7 +138,8 @@ class EconEnv(LocalEnvironment):
 
     def reset_sync(self, task_id: int) -> Observation:
         self._task, self._state = task_id, initial_household(task_id)
-        return Observation(self._prompt(), {"task_id": task_id, "ground_truth": self._truth()})
+        # ground_truth as verl's parquet rows carry it: the task id (the state follows from it)
+        return Observation(self._prompt(), {"task_id": task_id, "ground_truth": str(task_id)})
 
     def step_sync(self, action: str) -> StepResult:
         if self._state is None or self._task is None:
@@ -167,12 +167,6 @@ class EconEnv(LocalEnvironment):
             examples = self.retriever.nearest(state_features(text), exclude_task=self._task)
             text += "\n" + format_examples(examples, FEWSHOT_HEADER)
         return f"{text}\n{QUESTION}"
-
-    def _truth(self) -> str:
-        """The first state as JSON: verl's `ground_truth`, what a reward file scores against."""
-        assert self._state is not None
-        fields = {k: v for k, v in vars(self._state).items() if k != "history"}
-        return json.dumps(fields)
 
 
 class EconYearEnv(EconEnv):
