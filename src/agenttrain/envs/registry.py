@@ -172,6 +172,7 @@ def _ensure_loaded() -> None:
     from agenttrain.envs.largest import LargestEnv
     from agenttrain.envs.sciworld import SciWorldEnv
     from agenttrain.envs.searchqa import SearchQAEnv
+    from agenttrain.envs.sqlgym import SqlGymEnv
     from agenttrain.envs.textcraft import TextCraftEnv
 
     register("textcraft", TextCraftEnv)
@@ -181,6 +182,7 @@ def _ensure_loaded() -> None:
     register("econ_year", EconYearEnv)
     register("sciworld", SciWorldEnv, process_workers=4)  # a JVM per worker process
     register("searchqa", SearchQAEnv)
+    register("sqlgym", SqlGymEnv)  # BIRD from $AGENTTRAIN_BIRD_DIR, else the bundled set
     register_alfworld()  # in-process when `alfworld` and $ALFWORLD_DATA are here
     for spec in REMOTE_SPECS:
         if spec.name.lower() not in _registry:  # not ported in-process: its server only
