@@ -610,6 +610,59 @@ def launch(
         raise typer.Exit(code)
 
 
+@app.command()
+def doctor(
+    config: Annotated[
+        Path | None, typer.Argument(help="Training YAML to check (default: the built-in one).")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="Dotted overrides, as for `agenttrain train`.")
+    ] = None,
+    server: ServerOption = None,
+    env: Annotated[
+        str | None,
+        typer.Option(help="Environment the --server URLs serve (default: the config's only one)."),
+    ] = None,
+    verl: Annotated[
+        bool, typer.Option(help="Also check verl, Ray, vLLM and the open-file limit Ray needs.")
+    ] = False,
+) -> None:
+    """Check what a training run needs before it starts: servers (reachable, the right
+    environment, the run's tasks), Java for SciWorld, the model, extras, disk and memory.
+
+    Exit status: 0 every check passed (warnings allowed), 1 a check failed, 2 bad config.
+
+    Example: agenttrain doctor configs/textcraft_grpo.yaml --server http://127.0.0.1:36001
+    """
+    from rich.markup import escape
+
+    from agenttrain.config import ConfigError, load
+    from agenttrain.doctor import diagnose, with_servers
+    from agenttrain.rl.config import TrainConfig
+
+    if config is not None and "=" in str(config) and not config.exists():
+        overrides, config = [str(config), *(overrides or [])], None  # overrides, no config
+    extra = [f"env.name={env}"] if env and config is None else []
+    try:
+        settings = load(TrainConfig, config, [*(overrides or []), *extra])
+        if server:
+            settings = with_servers(settings, server, env)
+    except (ConfigError, ValueError) as problem:
+        raise _refusal(problem) from None
+    checks = diagnose(settings, verl=verl)
+    table = Table("check", "status", "found", "how to fix", box=box.SIMPLE_HEAD)
+    styles = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+    for check in checks:
+        cells = (escape(check.name), escape(check.detail), escape(check.fix))
+        table.add_row(cells[0], styles[check.status], *cells[1:])
+    console.print(table)
+    failures = sum(check.status == "fail" for check in checks)
+    if failures:
+        console.print(f"[red]{failures} of {len(checks)} checks failed[/]")
+        raise typer.Exit(1)
+    console.print(f"[green]all {len(checks)} checks passed[/]")
+
+
 def _set_up_errors() -> tuple[type[Exception], ...]:
     """What a training command reports in one line (exit 2) instead of a traceback."""
     from agenttrain.config import ConfigError
