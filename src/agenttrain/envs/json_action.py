@@ -23,6 +23,12 @@ from typing import Any, Literal
 from agenttrain.envs.actions import InvalidAction
 
 FieldKind = Literal["number", "integer", "string", "boolean"]
+KIND_NAMES = {
+    "number": "a number",
+    "integer": "an integer",
+    "string": "a string",
+    "boolean": "a boolean",
+}
 FENCE = re.compile(r"^```(?:json)?[ \t]*\n(.*)\n```$", re.DOTALL)
 FORMAT_PENALTY = -1.0
 
@@ -45,7 +51,7 @@ class JsonField:
         """Raise `JsonFormatError` when `value` is not of this field's type and range."""
         if not _is_kind(value, self.kind):
             raise JsonFormatError(
-                f"field {self.name!r} must be a {self.kind}, got {json.dumps(value)}"
+                f"field {self.name!r} must be {KIND_NAMES[self.kind]}, got {json.dumps(value)}"
             )
         if self.kind not in ("number", "integer"):
             return
