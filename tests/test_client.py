@@ -9,7 +9,12 @@ import time
 import pytest
 import requests
 
-from agentgym_fakes import fake_agentgym_server
+from agentgym_fakes import (
+    fake_agentgym_alfworld,
+    fake_agentgym_sciworld,
+    fake_agentgym_searchqa,
+    fake_agentgym_webshop,
+)
 from agenttrain.envs import EnvironmentNotReset
 from agenttrain.envs.registry import register
 from agenttrain.serving.client import EnvServerPool
@@ -133,52 +138,67 @@ async def test_a_lost_session_is_recreated_on_reset(start_textcraft):
         assert first.text.endswith("Goal: craft acacia planks.")
 
 
+FAKES = {
+    "webshop": fake_agentgym_webshop,
+    "searchqa": fake_agentgym_searchqa,
+    "alfworld": fake_agentgym_alfworld,
+    "sciworld": fake_agentgym_sciworld,
+}
+
+
 @pytest.mark.parametrize(
-    ("kind", "first_text", "sent_reset", "closes"),
+    ("kind", "task_id", "first_text", "sent_reset", "closes"),
     [
         (
             "webshop",
-            "WebShop [SEP] Instruction: [SEP] goal 5238 [SEP] Search",
+            5238,
+            "WebShop [SEP] Instruction: [SEP] i want organic green tea with 100 bags, and price "
+            "lower than 20.00 dollars [SEP] Search",
             {"session_id": 5238},
             False,
         ),
-        ("searchqa", "Question 5238?", {"id": 5238}, True),
+        ("searchqa", 12545, "Question: What is the capital of Ostland?", {"id": 12545}, True),
         (
             "alfworld",
-            "You are in room 5238.\nAVAILABLE ACTIONS: go to desk 1,look",
-            {"game": 5238, "world_type": "Text"},
+            2420,
+            "Your task is to: put some mug on desk.\nAVAILABLE ACTIONS: go to countertop 1,"
+            "go to desk 1,go to cabinet 1,inventory,look",
+            {"game": 2420, "world_type": "Text"},
             False,
         ),
         (
             "sciworld",
+            5238,
             "Your task is to boil water.\nThis room is called the kitchen.",
             {"data_idx": 5238},
             True,
         ),
     ],
 )
-async def test_the_client_speaks_each_agentgym_dialect(kind, first_text, sent_reset, closes):
-    app = fake_agentgym_server(kind)
+async def test_the_client_speaks_each_agentgym_dialect(
+    kind, task_id, first_text, sent_reset, closes
+):
+    app = FAKES[kind]()
     with serve_in_thread(app) as url:
         async with EnvServerPool(kind, url) as pool:
             env = pool.environment()
-            first = await env.reset(5238)
+            first = await env.reset(task_id)
             result = await env.step("click[buy now]")
             session = env.session_id
             await env.close()
-    assert first.text == first_text
+    assert first.text.endswith(first_text)
     assert isinstance(result.observation, str) and isinstance(result.reward, float)
     id_field = "env_idx" if kind in ("webshop", "searchqa") else "id"
     received = dict(app.state.received)
     assert received["/reset"] == {id_field: session, **sent_reset}
     assert received["/step"] == {id_field: session, "action": "click[buy now]"}
     if kind == "searchqa":
-        assert received["/create"] == {"id": 5238}  # SearchQA preloads the item on create
+        assert received["/create"] == {"id": task_id}  # SearchQA preloads the item on create
     assert ("/close" in received) is closes
 
 
 async def test_a_step_that_times_out_is_not_replayed():
-    app = fake_agentgym_server("sciworld")
+    app = fake_agentgym_sciworld()
     with serve_in_thread(app) as url:
         async with EnvServerPool("sciworld", url, timeout_s=0.3, retries=3) as pool:
             env = pool.environment()
