@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from agenttrain.launcher.state import LaunchState, state_path
+from agenttrain.run.tracking import read_metrics
 from agenttrain.serving.launch import group_alive
 from agenttrain.serving.runner import http_get
 
@@ -278,4 +279,27 @@ def test_a_service_that_is_not_ours_fails_the_identity_check(launches):
     assert (
         "answers HTTP 200 'stand-in memory service', expected 'agenttrain experience pool'" in text
     )
+    assert nothing_left(launch)
+
+
+def test_a_real_training_runs_against_the_launched_servers(launches, tiny_model_dir):
+    """`agenttrain train` itself (tiny model, one GRPO step of Largest Number) as the child."""
+    recipe = yaml.safe_load((Path(__file__).parents[2] / "configs/largest_grpo.yaml").read_text())
+    launch = launches(
+        {k: v for k, v in recipe.items() if k != "run"},
+        f"model.path={tiny_model_dir}",
+        "data.batch_tasks=2",
+        "data.group_size=2",
+        "trainer.total_steps=1",
+        "trainer.test_freq=0",
+        "trainer.loggers=[jsonl]",
+        "launch.train_command=[]",
+        "launch.servers={largest: {count: 2}}",
+    )
+    assert launch.exit_code() == 0, launch.text()
+    [row] = read_metrics(launch.run_dir / "metrics.jsonl")
+    assert row["rollout/env_error_rate"] == 0.0
+    urls = [entry.url for entry in launch.state().processes if entry.role == "service"]
+    trained_with = yaml.safe_load((launch.run_dir / "config.yaml").read_text())
+    assert trained_with["env"]["servers"] == urls and len(urls) == 2
     assert nothing_left(launch)
