@@ -650,7 +650,11 @@ def doctor(
     except (ConfigError, ValueError) as problem:
         raise _refusal(problem) from None
     checks = diagnose(settings, verl=verl)
-    table = Table("check", "status", "found", "how to fix", box=box.SIMPLE_HEAD)
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("check", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("found", overflow="fold")
+    table.add_column("how to fix", overflow="fold")
     styles = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
     for check in checks:
         cells = (escape(check.name), escape(check.detail), escape(check.fix))

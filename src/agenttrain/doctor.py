@@ -128,7 +128,7 @@ def server_check(env: EnvConfig, url: str) -> Check:
         return Check(
             name,
             "fail",
-            f"nothing answers at {url} ({dead})",
+            f"nothing answers: {str(dead).removeprefix(f'{dead.url}: ')}",
             f"start the server (`agenttrain serve {env.name} --port {port}`, or AgentGym's "
             f"server for {env.name}) and check it with `curl {url}/`; or fix env.servers",
         )
