@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
 from agenttrain.policy.models import ModelSpec, resolve
 from agenttrain.rl.config import TrainConfig
@@ -119,6 +121,7 @@ def verl_overrides(
     _actor(out, config)
     _reward(out, config)
     _trainer(out, config)
+    _launcher_settings(out, config)
     return out
 
 
@@ -481,6 +484,25 @@ def _trainer(out: Overrides, config: TrainConfig) -> None:
     )
     trajectories = str(folder / "trajectories") if trainer.save_trajectories else None
     out.set("trainer.save_trajectories", "trainer.rollout_data_dir", trajectories)
+
+
+def _launcher_settings(out: Overrides, config: TrainConfig) -> None:
+    """`launch:` starts local services for our own trainer (`agenttrain launch`)."""
+    reason = "read by `agenttrain launch` only; a verl run uses the servers in env.servers"
+    for key, value in _leaves(config.launch, "launch"):
+        out.unsupported_key(key, value, reason, matters=False)
+
+
+def _leaves(section: BaseModel, prefix: str) -> list[tuple[str, Any]]:
+    """A config section's dotted leaf keys and values (sub-sections recursed)."""
+    leaves = []
+    for name in type(section).model_fields:
+        value = getattr(section, name)
+        if isinstance(value, BaseModel):
+            leaves += _leaves(value, f"{prefix}.{name}")
+        else:
+            leaves.append((f"{prefix}.{name}", value))
+    return leaves
 
 
 def _resume(out: Overrides, resume: str) -> None:
