@@ -19,7 +19,7 @@ import sqlite3
 import string
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from pydantic import BaseModel
@@ -29,6 +29,7 @@ from agenttrain.envs.textcraft.recipes import default_book
 from agenttrain.envs.textcraft.tasks import num_tasks, task
 
 Messages = Sequence[dict[str, str]]
+T = TypeVar("T")
 
 
 async def _recorded(app: FastAPI, request: Request) -> dict[str, Any]:
@@ -203,12 +204,20 @@ class _ShopStep(BaseModel):
     action: str
 
 
-def fake_agentgym_webshop(capacity: int = 8000) -> FastAPI:
+def _numbered(tasks: dict[int, T], ids: Sequence[int] | None) -> dict[int, T]:
+    """The fake's tasks under the ids a run asks for (default: their own)."""
+    return tasks if ids is None else dict(zip(ids, tasks.values(), strict=False))
+
+
+def fake_agentgym_webshop(
+    capacity: int = 8000, session_ids: Sequence[int] | None = None
+) -> FastAPI:
     """AgentGym's WebShop server: `/create` answers a bare random int and, once `capacity`
     sessions exist (8,000 in AgentGym), ids it already gave; `/reset` answers
     `[observation, null]`; `/step` answers `state`; an unknown id is an HTTP 500; no `/close`.
     `app.state.steps` lists, per step, the session id and the goal it then held; steps take
     `app.state.step_delay_s` seconds."""
+    goals = _numbered(WEBSHOP_GOALS, session_ids)
     app = FastAPI()
     app.state.received, app.state.steps, app.state.step_delay_s = [], [], 0.0
     sessions: dict[int, ShopSession] = {}
@@ -226,14 +235,14 @@ def fake_agentgym_webshop(capacity: int = 8000) -> FastAPI:
     async def create(request: Request) -> int:
         await _recorded(app, request)
         env_idx = new_id()
-        sessions.setdefault(env_idx, ShopSession(WEBSHOP_GOALS[6]))
+        sessions.setdefault(env_idx, ShopSession(next(iter(goals.values()))))
         return env_idx
 
     @app.post("/reset")
     async def reset(body: _ShopReset, request: Request) -> tuple[str, None]:
         await _recorded(app, request)
         sessions[body.env_idx]  # an unknown id raises: HTTP 500, as AgentGym's
-        goal = WEBSHOP_GOALS[body.session_id if body.session_id is not None else 6]
+        goal = goals[body.session_id] if body.session_id is not None else next(iter(goals.values()))
         sessions[body.env_idx] = ShopSession(goal)
         await asyncio.sleep(0.02)  # building a page takes a while: resets overlap
         return _shop_observation(sessions[body.env_idx]), None
@@ -333,12 +342,13 @@ def _run_sql(connection: sqlite3.Connection, sql: str) -> list[tuple[Any, ...]] 
         return failure
 
 
-def fake_agentgym_sqlgym() -> FastAPI:
+def fake_agentgym_sqlgym(item_ids: Sequence[int] | None = None) -> FastAPI:
     """AgentGym's SQLGym server: 8 slots (a random bare int each, then the same 8 ids handed
     out round-robin, so two episodes can share one); `/reset` answers `[schema + question,
     null]`; `/step` runs the SQL on SQLite and answers the result (100 characters at most),
     reward 1 iff its rows equal the gold query's as sets, done, and the gold SQL in `info`; no
     `/close`. `app.state.steps` lists the slot and the task it held when each step ran."""
+    tasks = _numbered(SQL_TASKS, item_ids)
     app = FastAPI()
     app.state.received, app.state.steps = [], []
     slots: dict[int, tuple[sqlite3.Connection, SqlTask] | None] = {}
@@ -361,7 +371,7 @@ def fake_agentgym_sqlgym() -> FastAPI:
         slots[body.env_idx]  # an unknown id raises: HTTP 500, as AgentGym's
         connection = sqlite3.connect(":memory:", check_same_thread=False)
         connection.executescript(SQL_DATABASE)
-        chosen = SQL_TASKS[body.item_id]
+        chosen = tasks[body.item_id]
         slots[body.env_idx] = (connection, chosen)
         await asyncio.sleep(0.02)  # opening the database takes a while: resets overlap
         return f"{SQL_SCHEMA}\n\n{chosen.question}", None
@@ -499,12 +509,13 @@ class _HouseStep(BaseModel):
     action: str
 
 
-def fake_agentgym_alfworld() -> FastAPI:
+def fake_agentgym_alfworld(game_ids: Sequence[int] | None = None) -> FastAPI:
     """AgentGym's ALFWorld server: `/create` answers `{"id"}`; `/reset` (`game`, `world_type`)
     answers the observation, `available_actions` and `task_type`; `/step` answers `reward`
     = won, `available_actions` and `done`; errors are HTTP 200 `{"error"}`; no `/close`.
     Its handlers run one at a time, as AgentGym's (`async def` around blocking work);
     `app.state.most_waiting` is the most requests it ever held at once (queued or running)."""
+    games = _numbered(ALFWORLD_GAMES, game_ids)
     app = FastAPI()
     app.state.received, app.state.most_waiting = [], 0
     houses: dict[int, Household | None] = {}
@@ -539,9 +550,9 @@ def fake_agentgym_alfworld() -> FastAPI:
             return {"error": f"The id {body.id} is not valid."}
         if body.world_type not in ("Text", "Embody", "Hybrid"):
             return {"error": 'world_type must be one of "Text", "Embody" and "Hybrid"'}
-        if body.game not in ALFWORLD_GAMES:
+        if body.game not in games:
             return {"error": "list index out of range"}
-        game = ALFWORLD_GAMES[body.game]
+        game = games[body.game]
         house = Household(game, {place: list(things) for place, things in game.contents.items()})
         houses[body.id] = house
         places = ", ".join(f"a {place}" for place in game.contents)
@@ -644,12 +655,13 @@ class _QaClose(BaseModel):
     env_idx: int
 
 
-def fake_agentgym_searchqa() -> FastAPI:
+def fake_agentgym_searchqa(question_ids: Sequence[int] | None = None) -> FastAPI:
     """AgentGym's SearchQA server: `/create` needs `{"id"}` and answers a bare int (a
     counter); `/reset` answers the prompt with the question as a bare string; `/step` reads the
     first `<search>`/`<answer>` tag: a search answers the top 3 passages in `<information>`, an
     answer ends the episode with reward 1 if the last `<answer>` matches exactly (normalised),
     else says so and play goes on; `/close` answers true, then false."""
+    tasks = _numbered(QA_TASKS, question_ids)
     app = FastAPI()
     app.state.received = []
     questions: dict[int, QaTask] = {}
@@ -666,14 +678,14 @@ def fake_agentgym_searchqa() -> FastAPI:
     async def create(body: _QaCreate, request: Request) -> int:
         await _recorded(app, request)
         env_idx = next(counter)
-        questions[env_idx] = QA_TASKS[body.id]
+        questions[env_idx] = tasks[body.id]
         return env_idx
 
     @app.post("/reset")
     async def reset(body: _QaReset, request: Request) -> str:
         await _recorded(app, request)
         questions[body.env_idx]  # an unknown id raises: HTTP 500, as AgentGym's
-        questions[body.env_idx] = QA_TASKS[body.id if body.id is not None else 0]
+        questions[body.env_idx] = tasks[body.id] if body.id is not None else QA_TASKS[12545]
         return prompt(questions[body.env_idx])
 
     @app.post("/step")
@@ -716,7 +728,7 @@ def fake_agentgym_searchqa() -> FastAPI:
 def searchqa_player(messages: Messages) -> str:
     """Search the question first; answer once the passages are in."""
     chosen = next(t for t in QA_TASKS.values() if t.question in messages[2]["content"])
-    if "<information>" not in messages[-1]["content"]:
+    if not messages[-1]["content"].startswith("<information>"):
         return f"<think>I should look this up.</think>\n<search>{chosen.question}</search>"
     return f"<think>The passages say it.</think>\n<answer>{chosen.targets[0]}</answer>"
 
