@@ -41,8 +41,8 @@ class RewardFunction:
     path: Path
     name: str
 
-    def __call__(self, **arguments: Any) -> Any:
-        return self.function(**arguments)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
 
     def __str__(self) -> str:
         return f"{self.name} in {self.path}"
