@@ -265,6 +265,9 @@ def checkpoint_bytes(config: TrainConfig, size: ModelSize | None) -> int:
 
 
 def memory_check(config: TrainConfig, size: ModelSize) -> Check:
+    """Fails when the estimate exceeds the GPU's free memory (what other processes hold there
+    stays held) or the machine's total; a CPU run beyond what is free now is a warning, since
+    other programs' use comes and goes."""
     need = training_memory_bytes(config, size)
     device = config.model.device
     name = f"memory ({device})"
@@ -273,15 +276,19 @@ def memory_check(config: TrainConfig, size: ModelSize) -> Check:
         if free is None:
             fix = "install a CUDA build of torch and check `nvidia-smi`, or set model.device=cpu"
             return Check(name, "fail", f"model.device={device} but no CUDA device is usable", fix)
+        limit = free
     else:
-        free = _available_memory_bytes()
+        import psutil
+
+        memory = psutil.virtual_memory()
+        free, limit = int(memory.available), int(memory.total)
     detail = f"~{need / GIB:.1f} GiB needed (rough), {free / GIB:.1f} GiB free"
     fix = (
         "lower actor.micro_batch_tokens, set model.gradient_checkpointing=true, train LoRA "
         "(model.lora.enabled=true), or free memory; with verl lower rollout.n and the batch"
     )
-    if need > free:
-        return Check(name, "fail", detail, fix)
+    if need > limit:
+        return Check(name, "fail", detail + f" of {limit / GIB:.1f} GiB", fix)
     if need > TIGHT_SHARE * free:
         return Check(name, "warn", detail + " (tight)", fix)
     return Check(name, "ok", detail)
@@ -294,12 +301,6 @@ def _cuda_free_bytes(device: str) -> int | None:
         return None
     free, _total = torch.cuda.mem_get_info(torch.device(device))
     return int(free)
-
-
-def _available_memory_bytes() -> int:
-    import psutil
-
-    return int(psutil.virtual_memory().available)
 
 
 def disk_check(config: TrainConfig, size: ModelSize | None) -> Check:
