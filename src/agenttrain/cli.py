@@ -64,7 +64,8 @@ def main(
 
 @app.command()
 def envs() -> None:
-    """List the environments, whether they run here, and their task splits.
+    """List the environments, whether they run here, their task splits, what each needs
+    otherwise and the command that starts AgentGym's own server for it.
 
     Example: agenttrain envs
     """
@@ -77,11 +78,8 @@ def envs() -> None:
     for entry in registrations():
         spec = entry.spec
         splits = " · ".join(f"{name} {len(ids)}" for name, ids in spec.splits().items())
-        if entry.in_process:
-            runs = "[green]in-process[/]"
-        else:
-            runs = "[yellow]AgentGym server[/]"
-            notes.append(f"[bold]{spec.name}[/]: {spec.requirements}")
+        runs = "[green]in-process[/]" if entry.in_process else "[yellow]AgentGym server[/]"
+        notes.append(_environment_note(spec.name, entry.in_process, spec.requirements))
         proto = spec.protocol
         table.add_row(
             spec.name,
@@ -93,7 +91,24 @@ def envs() -> None:
         )
     console.print(table)
     for note in notes:
-        console.print(note)
+        console.print(note, highlight=False)
+
+
+def _environment_note(name: str, in_process: bool, requirements: str) -> str:
+    """One environment's line under `agenttrain envs`: where it runs, what it needs
+    otherwise, and how AgentGym's own server for it starts."""
+    from agenttrain.envs.agentgym import agentgym_server_command
+
+    where = "runs here" if in_process else "not here"
+    needs = f" ({requirements})" if requirements else ""
+    command = agentgym_server_command(name)
+    if command is None:
+        return f"[bold]{name}[/]: {where}{needs}; AgentGym has no server for it"
+    port = command.rsplit("--port ", 1)[-1]
+    return (
+        f"[bold]{name}[/]: {where}{needs}; AgentGym's server: `{command}`, "
+        f"then --server http://127.0.0.1:{port}"
+    )
 
 
 @app.command()
