@@ -49,8 +49,10 @@ class MemoryServiceConfig(Section):
     enabled: bool = False
     port: int = Field(8001, ge=0, lt=65536, description="0: a free port")
     command: list[str] = Field(default_factory=list)
-    """The command; `{host}` and `{port}` are replaced. Empty: `agenttrain memory serve
-    --port {port}` with this Python."""
+    """The command; `{host}`, `{port}` and `{run_dir}` are replaced. Empty: this Python's
+    `agenttrain memory serve --host {host} --port {port} --pool {run_dir}/memory/pool.sqlite`."""
+    args: list[str] = Field(default_factory=list)
+    """Extra arguments after the command, e.g. [--retrieval, bm25]."""
     health_route: str = "/health"
     identity_route: str | None = "/"
     """A route whose answer must contain `identity_text`, checked once the service is healthy

@@ -9,12 +9,13 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from agenttrain.config import ConfigError, apply_override
 from agenttrain.envs.registry import get_spec, registration
 from agenttrain.launcher.config import EnvServersConfig, LaunchConfig
 from agenttrain.rl.config import TrainConfig
-from agenttrain.serving.runner import PortInUse, bind
+from agenttrain.serving.runner import PortInUse, bind, describe_listener
 
 
 class LaunchError(RuntimeError):
@@ -57,7 +58,9 @@ def plan_services(config: TrainConfig) -> list[ServiceSpec]:
             name = f"{entry.name}-{index}"
             wanted.append((name, port, partial(_env_server, launch, entry.name, name, servers)))
     if launch.memory.enabled:
-        wanted.append(("memory", launch.memory.port, partial(_memory_service, launch)))
+        wanted.append(
+            ("memory", launch.memory.port, partial(_memory_service, launch, config.run.out_dir))
+        )
     ports = _reserve_ports(launch.host, [(name, port) for name, port, _ in wanted])
     return [build(port) for (_, _, build), port in zip(wanted, ports, strict=True)]
 
@@ -99,8 +102,12 @@ def _reserve_ports(host: str, wanted: Sequence[tuple[str, int]]) -> list[int]:
         for name, port in wanted:
             try:
                 held.append(bind(host, port))
-            except PortInUse as taken:
-                raise LaunchError(f"{name}: {taken}") from None
+            except PortInUse:
+                raise LaunchError(
+                    f"{name}: port {port} on {host} is already in use; "
+                    f"{describe_listener(host, port)}. Stop that program, or give {name} "
+                    "another port in the launch: section (none listed: free ports)"
+                ) from None
         return [sock.getsockname()[1] for sock in held]
     finally:
         for sock in held:
@@ -126,12 +133,14 @@ def _env_server(
     return ServiceSpec(name, command, launch.host, port, "/health", "/", root_text, env)
 
 
-def _memory_service(launch: LaunchConfig, port: int) -> ServiceSpec:
+def _memory_service(launch: LaunchConfig, run_dir: Path, port: int) -> ServiceSpec:
     memory = launch.memory
-    template = memory.command or [sys.executable, "-m", "agenttrain", "memory", "serve"]
-    if not memory.command:
-        template = [*template, "--port", "{port}"]
-    command = tuple(part.format(host=launch.host, port=port) for part in template)
+    template = memory.command or [
+        *(sys.executable, "-m", "agenttrain", "memory", "serve"),
+        *("--host", "{host}", "--port", "{port}", "--pool", "{run_dir}/memory/pool.sqlite"),
+    ]
+    places = {"host": launch.host, "port": port, "run_dir": run_dir}
+    command = tuple(part.format(**places) for part in [*template, *memory.args])
     return ServiceSpec(
         "memory",
         command,

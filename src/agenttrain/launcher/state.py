@@ -78,8 +78,12 @@ class LaunchState:
         return cls(processes=processes, **data)
 
     def record(self, entry: ProcessRecord) -> None:
-        """Add a process, replacing an earlier one of the same name (a restart)."""
-        self.processes = [p for p in self.processes if p.name != entry.name] + [entry]
+        """Add a process, or replace the earlier one of the same name in place (a restart)."""
+        names = [p.name for p in self.processes]
+        if entry.name in names:
+            self.processes[names.index(entry.name)] = entry
+        else:
+            self.processes.append(entry)
 
     def launcher_running(self) -> bool:
         return _started_at(self.launcher_pid) == self.launcher_created
