@@ -591,6 +591,7 @@ def launch(
     Example: agenttrain launch configs/textcraft_grpo.yaml 'launch.servers={textcraft: {count: 2}}'
     """
     from agenttrain.config import ConfigError
+    from agenttrain.envs.registry import UnknownEnvironment
     from agenttrain.launcher.services import LaunchError
     from agenttrain.launcher.state import read_state, status_rows, stop_launch
     from agenttrain.launcher.supervisor import Launcher, LaunchFailed
@@ -614,7 +615,7 @@ def launch(
             config, overrides or [], lambda text: console.print(text, markup=False, highlight=False)
         )
         code = launcher.run()
-    except (ConfigError, LaunchError, FileNotFoundError) as problem:
+    except (ConfigError, LaunchError, UnknownEnvironment, FileNotFoundError) as problem:
         raise _refusal(problem) from None
     except LaunchFailed as failure:
         from rich.markup import escape

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from agenttrain.cli import app
 from agenttrain.config import ConfigError, load
 from agenttrain.launcher.services import LaunchError, plan_services, server_overrides
 from agenttrain.rl.config import TrainConfig
 from agenttrain.serving.runner import bind
+
+RECIPE = Path(__file__).parents[2] / "configs" / "largest_grpo.yaml"
 
 
 def config(*overrides: str) -> TrainConfig:
@@ -75,3 +80,14 @@ def test_a_launch_that_cannot_run_is_refused_before_anything_starts(overrides, m
 def test_ports_and_count_must_agree():
     with pytest.raises(ConfigError, match="count=3 but 2 ports are listed"):
         config("launch.servers={textcraft: {count: 3, ports: [40001, 40002]}}")
+
+
+def test_the_command_refuses_in_one_line_what_cannot_launch(tmp_path):
+    runner = CliRunner()
+    unknown = runner.invoke(app, ["launch", str(RECIPE), "env.name=nosuch"])
+    assert unknown.exit_code == 2
+    assert "error: unknown environment 'nosuch'" in " ".join(unknown.output.split())
+    missing = runner.invoke(app, ["launch", "--status", str(tmp_path)])
+    assert missing.exit_code == 2 and "no launch in" in missing.output
+    both = runner.invoke(app, ["launch", str(RECIPE), "--stop", str(tmp_path)])
+    assert both.exit_code == 2 and "give a CONFIG to launch, or one of" in both.output
