@@ -289,3 +289,12 @@ def test_a_custom_reward_function_is_verls_and_the_loop_leaves_the_score_to_it(
     assert "+reward.custom_reward_function.reward_kwargs.bonus=0.5" in result.args
     assert result.loop.reward_function is True
     assert not [u for u in result.unsupported if u.key.startswith("reward.")]
+
+
+def test_an_enabled_experience_pool_is_reported_as_mattering(smollm2_dir, tmp_path):
+    """A verl run would silently train without experience: the user must be told."""
+    quiet = generate(recipe(smollm2_dir, [], tmp_path), tmp_path)
+    loud = generate(recipe(smollm2_dir, ["memory.enabled=true"], tmp_path), tmp_path)
+    assert not any(i.matters for i in quiet.unsupported if i.key.startswith("memory."))
+    enabled = next(i for i in loud.unsupported if i.key == "memory.enabled")
+    assert enabled.matters and "agenttrain train" in enabled.reason

@@ -122,6 +122,7 @@ def verl_overrides(
     _reward(out, config)
     _trainer(out, config)
     _launcher_settings(out, config)
+    _memory_settings(out, config)
     return out
 
 
@@ -491,6 +492,13 @@ def _launcher_settings(out: Overrides, config: TrainConfig) -> None:
     reason = "read by `agenttrain launch` only; a verl run uses the servers in env.servers"
     for key, value in _leaves(config.launch, "launch"):
         out.unsupported_key(key, value, reason, matters=False)
+
+
+def _memory_settings(out: Overrides, config: TrainConfig) -> None:
+    """The experience pool lives in our rollout engine; verl's agent loop has no such hook."""
+    reason = "the experience pool runs in agenttrain's own trainer only (agenttrain train)"
+    for key, value in _leaves(config.memory, "memory"):
+        out.unsupported_key(key, value, reason, matters=config.memory.enabled)
 
 
 def _leaves(section: BaseModel, prefix: str) -> list[tuple[str, Any]]:
