@@ -197,6 +197,18 @@ def selfplay(
     raise typer.Exit(run_demo(split=split, concurrency=concurrency, console=console))
 
 
+def _spec_format(env: str, fallback: str) -> str:
+    """The environment's own action format (econ, largest: raw JSON/answers), so its format rule
+    applies without `--format`; `fallback` for an unknown name (reported later, with choices)."""
+    from agenttrain.envs import get_spec
+
+    try:
+        own = get_spec(env).action_format
+    except (KeyError, ValueError):
+        return fallback
+    return own if own in ("react", "adapt", "json", "raw") else fallback
+
+
 @app.command("eval")
 def eval_command(
     model: Annotated[
@@ -306,6 +318,8 @@ def eval_command(
             **recorded,
             **{key: value for key, value in given.items() if value is not None},
         }
+        if action_format is None and "action_format" not in recorded:
+            settings["action_format"] = _spec_format(settings["env"], settings["action_format"])
         if recorded:
             console.print(
                 f"as the checkpoint was trained: {describe_settings(recorded)}", highlight=False

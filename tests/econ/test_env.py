@@ -98,3 +98,15 @@ def test_oracle_solves_test_tasks_through_agenttrain_eval(tmp_path, env, turns):
     assert all(e["success"] and e["reward"] == pytest.approx(1.0) for e in episodes)
     assert all(e["num_turns"] == int(float(turns)) for e in episodes)
     assert {e["task_id"] for e in episodes} == set(get_spec(env).split("test")[:4])
+
+
+def test_eval_applies_the_environments_own_format_without_a_flag(tmp_path):
+    """Without `--format`, econ's strict JSON rule applies (react would score bad replies 0)."""
+    result = runner.invoke(
+        app,
+        ["eval", "--env", "econ", "--split", "test", "--tasks", "0", "--model", "oracle",
+         "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    recorded = json.loads((tmp_path / "config.json").read_text())
+    assert recorded["rollout"]["action_format"] == "raw"
