@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import socket
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -15,6 +16,14 @@ from agenttrain.doctor import diagnose, environment_checks, extras_checks, java_
 from agenttrain.rl.config import EnvConfig, TrainConfig
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    """The table's cells wrap on a narrow terminal (CI); the assertions read whole lines."""
+    from agenttrain import cli
+
+    monkeypatch.setattr(cli.console, "width", 400)
 WIDE = {"COLUMNS": "600"}  # one line per check: no path split by wrapping
 
 
