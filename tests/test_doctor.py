@@ -24,6 +24,8 @@ def wide_console(monkeypatch):
     from agenttrain import cli
 
     monkeypatch.setattr(cli.console, "width", 400)
+
+
 WIDE = {"COLUMNS": "600"}  # one line per check: no path split by wrapping
 
 
