@@ -19,6 +19,7 @@ from pydantic import Field
 from rich.console import Console
 
 from agenttrain import config as config_io
+from agenttrain.eval.metrics import Difference
 from agenttrain.eval.report import metrics_table
 from agenttrain.eval.runner import EvalConfig, parse_ranges
 from agenttrain.rollout.engine import RolloutConfig
@@ -118,7 +119,8 @@ class Recipe:
             "SFT+GRPO": grpo_checkpoint,
         }
         summaries = self._stage("eval", lambda: self.evaluate(models))
-        return self.write_report(models, summaries)
+        gains = self.compare_stages(models)
+        return self.write_report(models, summaries, gains)
 
     def _stage(self, name: str, work: Any) -> Any:
         self.console.rule(f"[bold]{name}")
@@ -229,7 +231,30 @@ class Recipe:
         )
         return {label: results[i].summary for i, label in enumerate(models)}
 
-    def write_report(self, models: dict[str, str], summaries: dict[str, dict[str, Any]]) -> Path:
+    def compare_stages(self, models: dict[str, str]) -> dict[str, Difference | None]:
+        """`agenttrain compare` of the three evaluations (base first) into <out>/compare/, and
+        each stage's paired gain over the one before: what a reader needs to judge whether
+        SFT and then GRPO helped beyond noise."""
+        from agenttrain.eval.compare import compare, difference, write_markdown
+        from agenttrain.eval.runner import slug
+
+        files = [self.out / "eval" / slug(model) / "episodes.jsonl" for model in models.values()]
+        comparison = compare(files)
+        write_markdown(
+            comparison, self.out / "compare", "agenttrain compare " + " ".join(map(str, files))
+        )
+        base, sft, grpo = comparison.runs
+        return {
+            "SFT - base": difference(base, sft, "success_rate"),
+            "SFT+GRPO - SFT": difference(sft, grpo, "success_rate"),
+        }
+
+    def write_report(
+        self,
+        models: dict[str, str],
+        summaries: dict[str, dict[str, Any]],
+        gains: dict[str, Difference | None],
+    ) -> Path:
         from agenttrain.eval.report import plot_comparison
 
         settings = self.config.eval
@@ -254,6 +279,12 @@ class Recipe:
             f"Success: base {rates[0]:.1%} -> SFT {rates[1]:.1%} ({rates[1] - rates[0]:+.1%}) "
             f"-> SFT+GRPO {rates[2]:.1%} ({rates[2] - rates[1]:+.1%}).",
             "",
+            "Paired gain in success over the tasks both stages played (95% paired bootstrap "
+            "interval over tasks; * the interval excludes 0; field by field in "
+            "[compare/compare.md](compare/compare.md)):",
+            "",
+            *(f"- {name}: {_gain(gain)}" for name, gain in gains.items()),
+            "",
             "![comparison](comparison.png)",
             "",
             "## Models",
@@ -275,7 +306,20 @@ class Recipe:
         path.write_text("\n".join(lines) + "\n")
         (self.out / "results.json").write_text(
             json.dumps(
-                {"models": models, "summaries": summaries, "timings_s": self.timings}, indent=2
+                {
+                    "models": models,
+                    "summaries": summaries,
+                    "paired_gains": {k: g and g.to_dict() for k, g in gains.items()},
+                    "timings_s": self.timings,
+                },
+                indent=2,
             )
         )
         return path
+
+
+def _gain(gain: Difference | None) -> str:
+    if gain is None:
+        return "no scored task in common"
+    text = f"{gain.estimate:+.1%} [{gain.low:+.1%}, {gain.high:+.1%}] over {gain.tasks} tasks"
+    return text + (" *" if gain.excludes_zero else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from peft import PeftModel
 from transformers import AutoModelForCausalLM
@@ -44,6 +45,15 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     report = (out / "report.md").read_text()
     assert "| base |" in report and "| SFT+GRPO |" in report
     assert (out / "comparison.png").exists() and (out / "eval" / "report.md").exists()
+    # each stage's paired gain over the one before, over the 2 shared tasks, and compare.md
+    gains = results["paired_gains"]
+    assert list(gains) == ["SFT - base", "SFT+GRPO - SFT"]
+    assert all(g["tasks"] == 2 and g["low"] <= g["estimate"] <= g["high"] for g in gains.values())
+    rates = {label: s["success_rate"] for label, s in results["summaries"].items()}
+    assert gains["SFT+GRPO - SFT"]["estimate"] == pytest.approx(rates["SFT+GRPO"] - rates["SFT"])
+    assert "- SFT+GRPO - SFT: " in report and "over 2 tasks" in report
+    compare_md = (out / "compare" / "compare.md").read_text()
+    assert f"Baseline: {results['models']['base']}" in compare_md
     # GRPO started from the SFT adapter
     grpo_config = (out / "grpo" / "config.yaml").read_text()
     assert f"path: {results['models']['SFT']}" in grpo_config
