@@ -48,7 +48,7 @@ def test_an_episode_in_agentgyms_dialect(sqlgym_url):
         "reward": 1,
         "done": True,
     }
-    assert "info" in step
+    assert step["info"] == {"ground_truth": task.gold_sql}  # as AgentGym's server answers
 
 
 def test_a_bad_query_answers_sqlites_error_over_http(sqlgym_url):
@@ -60,6 +60,7 @@ def test_a_bad_query_answers_sqlites_error_over_http(sqlgym_url):
         0,
         True,
     )
+    assert step["info"] == {"ground_truth": bundled_tasks().task(0).gold_sql}
 
 
 def test_eval_plays_the_oracle_through_the_server(sqlgym_url, tmp_path):

@@ -135,7 +135,8 @@ SQLGYM = _remote(
     "sqlgym",
     "SQLGym",
     "Text-to-SQL on the BIRD benchmark, answered in one SQL statement.",
-    replace(WEBSHOP.protocol, task_field="item_id", max_sessions=8),  # 8 slots, round-robin
+    # 8 slots, round-robin; the step answer's `info` holds the gold SQL
+    replace(WEBSHOP.protocol, task_field="item_id", max_sessions=8, step_info=("ground_truth",)),
     max_turns=1,
     requirements="needs the BIRD databases (AgentGym's setup.sh downloads them)",
     splits=published_ids("sqlgym"),

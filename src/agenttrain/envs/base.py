@@ -108,6 +108,9 @@ class WireProtocol:
     step_info_fields: tuple[str, ...] = ()
     """Entries of `StepResult.info` the step answer carries beside observation, reward and
     done (BabyAI: `score`)."""
+    step_info: tuple[str, ...] = ()
+    """Entries of `StepResult.info` an `env_idx` server's step answer carries in its `info`
+    object (SQLGym: `ground_truth`, the gold SQL); `info` is null when there are none."""
     observation_fields: tuple[str, ...] = ()
     """Empty: `GET /observation` answers the text; else an object of these session fields,
     named as in `reset_fields` (BabyAI answers observation, reward, score, done, deleted)."""

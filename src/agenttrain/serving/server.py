@@ -293,7 +293,8 @@ def create_app(
             "done": result.done,
         }
         if id_field == "env_idx":
-            payload["info"] = None
+            info = {k: result.info[k] for k in proto.step_info if k in result.info}
+            payload["info"] = info or None
         return JSON(payload)
 
     return app
