@@ -169,3 +169,15 @@ def test_kolmogorov_smirnov_statistic_and_p_value():
     assert kolmogorov_q(1.3581) == pytest.approx(0.05, abs=1e-3)
     assert kolmogorov_q(1.0) == pytest.approx(0.2700, abs=1e-3)
     assert ks_test(first, np.array([])) is None
+
+
+def test_stray_keys_of_malformed_replies_get_no_distribution(shifted_runs, tmp_path):
+    """A reply like `{"work": 0.3, "tax_rate_1": 0.01}` is rejected by econ's schema; the field
+    tables stay the schema's (work, consumption), as the econ environment declares them."""
+    base, trained, *_ = shifted_runs
+    stray = write_run(
+        tmp_path / "stray.jsonl", "stray", [0.4], [0.2], broken=['{"work": 0.3, "tax_rate_1": 1}']
+    )
+    view = compare([base, trained, stray]).decisions
+    assert view is not None and view.fields == ["work", "consumption"]
+    assert view.stats["work"]["stray"].count == 2  # the rejected reply's work still counts

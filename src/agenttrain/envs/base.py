@@ -164,6 +164,9 @@ class EnvSpec:
     """How a ReAct reply becomes this environment's action (its AgentGym client's rule)."""
     oracle: Oracle | None = None
     """The expert that solves its tasks, if it has one (demonstrations, `--model oracle`)."""
+    action_fields: tuple[str, ...] = ()
+    """The fields of its JSON action (econ: work, consumption). `agenttrain compare` shows
+    the distributions of these only, not of stray keys in malformed replies."""
 
     @cached_property
     def _splits(self) -> Mapping[str, tuple[int, ...]]:

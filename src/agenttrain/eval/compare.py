@@ -211,8 +211,24 @@ def compare(paths: Sequence[Path]) -> Comparison:
         run.label: {metric: difference(first, run, metric) for metric in COMPARED}
         for run in runs[1:]
     }
-    decisions = decision_view([(run.label, run.trajectories) for run in runs])
+    decisions = decision_view(
+        [(run.label, run.trajectories) for run in runs], schema_fields(runs) or None
+    )
     return Comparison(runs, differences, shared, decisions)
+
+
+def schema_fields(runs: Sequence[Run]) -> tuple[str, ...]:
+    """The JSON action fields the runs' environment declares (empty: unknown, or several
+    environments); then a malformed reply's stray keys get no distribution of their own."""
+    from agenttrain.envs import get_spec
+
+    envs = {t.env for run in runs for t in run.trajectories}
+    if len(envs) != 1:
+        return ()
+    try:
+        return get_spec(envs.pop()).action_fields
+    except (KeyError, ValueError):
+        return ()
 
 
 def _signed(difference: Difference | None) -> str:

@@ -111,6 +111,7 @@ def _spec(name: str, months: int) -> EnvSpec:
         success_reward=GOOD_DECISION,
         episode_reward="last" if single else "sum",
         oracle=ORACLE,
+        action_fields=tuple(field.name for field in SCHEMA.fields),
     )
 
 
