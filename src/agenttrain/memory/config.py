@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -36,6 +37,10 @@ class MemoryConfig(Section):
     """A ReMe-compatible server (`agenttrain memory serve`, or ReMe itself) instead of the
     in-process pool at <run>/memory/pool.sqlite."""
     workspace_id: str = "default"
+    seed_from: list[Path] = Field(default_factory=list)
+    """Episode files (`agenttrain demos` output, an evaluation's episodes.jsonl on the train
+    split) summarized into the pool before the first step, so the first rollouts already
+    have experience to retrieve. Training-split episodes only (checked, as for the run's own)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> MemoryConfig:

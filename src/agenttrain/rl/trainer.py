@@ -51,7 +51,7 @@ from agenttrain.rl.step_batch import StepBatch
 from agenttrain.rl.task_stats import Pick, TaskStats, pick_frontier, sampling_metrics
 from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
-from agenttrain.rollout.trajectory import Trajectory, write_jsonl
+from agenttrain.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import (
     GracefulStop,
@@ -222,6 +222,8 @@ class Trainer(TrainingRun):
                 bar = progress.add_task(
                     "training", total=config.trainer.total_steps, completed=self.step, status=""
                 )
+                if self.step == 0:
+                    self._seed_memory()
                 if self.step == 0 and self.has_validation and config.trainer.val_before_train:
                     progress.update(bar, status="validating the starting model")
                     tracker.log(self.validate(0), 0)
@@ -541,6 +543,34 @@ class Trainer(TrainingRun):
     async def _retrieve(self, goal: str) -> str:
         assert self.memory is not None
         return await self.memory.retrieve(goal, self.config.memory.top_k)
+
+    def _seed_memory(self) -> None:
+        """Summarize `memory.seed_from`'s episodes into a pool that is still empty (a run
+        restarted before its first checkpoint does not add them twice); they count as step 0."""
+        files = self.config.memory.seed_from
+        if self.memory is None or not files or self.memory.size():
+            return
+        episodes = []
+        for file in files:
+            if not file.is_file():
+                raise FileNotFoundError(f"memory.seed_from: {file} does not exist")
+            episodes += [t for t in read_jsonl(file) if t.finish_reason != "env_error"]
+        inserted = 0
+        for part in self.environments.parts:
+            mine = [t for t in episodes if t.env == part.name]
+            train_ids = {str(task) for task in part.spec.split("train")}
+            for trajectory in mine:
+                require_train_split(str(trajectory.task_id), "train", train_ids)
+            inserted += self.loop.run_until_complete(
+                self.memory.summarize(mine, self._first_user(part), 0)
+            )
+        names = ", ".join(part.name for part in self.environments.parts)
+        if not inserted:
+            raise ValueError(
+                f"memory.seed_from: {', '.join(map(str, files))} gave no experience for {names} "
+                f"({len(episodes)} episodes read, none of these environments')"
+            )
+        self.console.print(f"experience pool: {inserted} experiences from {len(episodes)} episodes")
 
     def _remember(self, step: int, trajectories: list[Trajectory]) -> dict[str, float]:
         """Summarize the step's finished training episodes into the pool (every
