@@ -19,6 +19,11 @@ def test_mixed_mode_gives_each_group_exactly_its_share(size, ratio):
         assert len({frozenset(samples) for samples in chosen}) > 1  # positions vary by group
 
 
+def test_a_config_without_memory_is_valid():
+    """List-valued settings (seed_from) at their default are not 'set'."""
+    assert MemoryConfig().seed_from == [] and not MemoryConfig().enabled
+
+
 def test_all_and_woexp_modes():
     assert MemoryConfig(enabled=True, rollout_mode="all").guided_samples(4, 0) == {0, 1, 2, 3}
     assert MemoryConfig(enabled=True, rollout_mode="woexp").guided_samples(4, 0) == set()
@@ -29,6 +34,10 @@ def test_all_and_woexp_modes():
     ("overrides", "message"),
     [
         ({"memory": {"top_k": 2}}, "memory.top_k is set but memory.enabled is false"),
+        (
+            {"memory": {"seed_from": ["demos.jsonl"]}},
+            "memory.seed_from is set but memory.enabled is false",
+        ),
         (
             {"memory": {"enabled": True, "rollout_mode": "all", "rollout_ratio": 0.3}},
             "memory.rollout_ratio applies to memory.rollout_mode=mixed only",

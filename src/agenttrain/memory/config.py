@@ -46,7 +46,11 @@ class MemoryConfig(Section):
     def _consistent(self) -> MemoryConfig:
         if not self.enabled:
             fields = type(self).model_fields
-            changed = [name for name, f in fields.items() if getattr(self, name) != f.default]
+            changed = [
+                name
+                for name, f in fields.items()
+                if getattr(self, name) != f.get_default(call_default_factory=True)
+            ]
             if changed:
                 raise ValueError(
                     f"memory.{changed[0]} is set but memory.enabled is false, which ignores "
