@@ -555,15 +555,7 @@ class Trainer(TrainingRun):
             if not file.is_file():
                 raise FileNotFoundError(f"memory.seed_from: {file} does not exist")
             episodes += [t for t in read_jsonl(file) if t.finish_reason != "env_error"]
-        inserted = 0
-        for part in self.environments.parts:
-            mine = [t for t in episodes if t.env == part.name]
-            train_ids = {str(task) for task in part.spec.split("train")}
-            for trajectory in mine:
-                require_train_split(str(trajectory.task_id), "train", train_ids)
-            inserted += self.loop.run_until_complete(
-                self.memory.summarize(mine, self._first_user(part), 0)
-            )
+        inserted = self._summarize(episodes, 0)
         names = ", ".join(part.name for part in self.environments.parts)
         if not inserted:
             raise ValueError(
@@ -586,20 +578,26 @@ class Trainer(TrainingRun):
             metrics["memory/plain_success_rate"] = fmean(t.success for t in plain)
         frequency = self.config.memory.update_freq
         if frequency and step % frequency == 0:
-            inserted = 0
-            for part in self.environments.parts:
-                mine = [t for t in usable if t.env == part.name]
-                train_ids = {str(task) for task in part.spec.split("train")}
-                for trajectory in mine:
-                    require_train_split(str(trajectory.task_id), part.config.split, train_ids)
-                inserted += self.loop.run_until_complete(
-                    self.memory.summarize(mine, self._first_user(part), step)
-                )
-            metrics["memory/inserted"] = inserted
+            metrics["memory/inserted"] = self._summarize(usable, step)
         size = self.memory.size()
         if size is not None:
             metrics["memory/pool_size"] = size
         return metrics
+
+    def _summarize(self, episodes: list[Trajectory], step: int) -> int:
+        """Each environment's episodes into the pool, tagged `step`, after the split guard;
+        returns how many experiences were added."""
+        assert self.memory is not None
+        inserted = 0
+        for part in self.environments.parts:
+            mine = [t for t in episodes if t.env == part.name]
+            train_ids = {str(task) for task in part.spec.split("train")}
+            for trajectory in mine:
+                require_train_split(str(trajectory.task_id), part.config.split, train_ids)
+            inserted += self.loop.run_until_complete(
+                self.memory.summarize(mine, self._first_user(part), step)
+            )
+        return inserted
 
     def _first_user(self, part: RunEnvironment) -> int:
         """Index of an episode's first observation in its messages (after the fixed start)."""
