@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from agenttrain.serving.launch import ServerProcess, start_server
+# The suite's own cache (converted models, task tables), inside the checkout and git-ignored:
+# a user's ~/.cache or $AGENTTRAIN_CACHE can neither break nor fix a test. Set before any
+# agenttrain import; subprocesses (`agenttrain serve`, CLI runs) inherit it.
+TEST_CACHE = Path(__file__).resolve().parent.parent / ".test-cache"
+os.environ["AGENTTRAIN_CACHE"] = str(TEST_CACHE)
+
+from agenttrain.serving.launch import ServerProcess, start_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -88,9 +88,15 @@ def test_shared_prompt_prefixes_are_computed_once(tiny_model, tokenizer):
         assert torch.allclose(torch.tensor(generation.logprobs), expected, atol=1e-4)
 
 
+def test_generation_stops_at_the_end_of_a_turn_never_at_its_start(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    im_start, im_end = tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
+    assert im_end in policy.decoder.stop_ids
+    assert im_start not in policy.decoder.stop_ids
+
+
 def test_generation_stops_at_a_stop_token_and_keeps_it(tiny_model, tokenizer):
     policy = HFPolicy(tiny_model, tokenizer, name="tiny")
-    assert policy.decoder.stop_ids == {policy.template.end_of_turn_id}
     prompt = prompts_for(policy, 1)[0]
     greedy = SamplingParams(temperature=0.0, max_new_tokens=8)
     free = policy.generate([GenerationRequest(prompt)], greedy)[0]

@@ -15,13 +15,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from agenttrain.policy import gguf_convert
 from agenttrain.policy.base import PolicyError
 
 
@@ -63,45 +63,21 @@ def cache_root() -> Path:
 
 
 def embedded_model_dir(name: str = "smollm2-135m") -> Path:
-    """The embedded model as a Hugging Face folder, converting it from GGUF the first time."""
+    """The embedded model as a Hugging Face folder, converting it from GGUF the first time.
+
+    The folder is keyed by the GGUF file's hash and the conversion version, so a conversion
+    made by another agenttrain (or a stale one) is redone, never reused.
+    """
     model = EMBEDDED[name]
-    target = cache_root() / "models" / model.name
-    if (target / "config.json").exists():
-        return target
     spec = importlib.util.find_spec(model.package)
     if spec is None or not spec.submodule_search_locations:
         raise PolicyError(f"the embedded model needs the {model.package} wheel: {INSTALL_HINT}")
-    source = Path(next(iter(spec.submodule_search_locations)))
-    _convert_gguf(source, model.gguf_file, target)
+    gguf_path = Path(next(iter(spec.submodule_search_locations))) / model.gguf_file
+    target = gguf_convert.conversion_dir(cache_root() / "models", model.name, gguf_path)
+    if not gguf_convert.is_complete(target, gguf_path):
+        print(f"converting the embedded {model.name} from GGUF once into {target}", file=sys.stderr)
+        gguf_convert.convert(gguf_path, target)
     return target
-
-
-def _convert_gguf(source: Path, gguf_file: str, target: Path) -> None:
-    """Dequantise a GGUF model into a plain float32 Hugging Face folder (atomic)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
-    loaded = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file)
-    config = loaded.config
-    # A GGUF-loaded model refuses save_pretrained; rebuild it without the quantization setting.
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    config._name_or_path = target.name
-    plain = AutoModelForCausalLM.from_config(config)
-    plain.load_state_dict(loaded.state_dict())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        plain.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        provenance = {"converted_from": str(source / gguf_file), "dtype": "float32"}
-        (staging / "agenttrain-source.json").write_text(json.dumps(provenance, indent=2))
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
 
 
 def resolve(spec: str) -> ModelSpec:
