@@ -44,6 +44,7 @@ require_verl("the agenttrain agent loop")
 from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
     AgentLoopBase,
     AgentLoopOutput,
+    _agent_loop_registry,
     register,
 )
 
@@ -60,7 +61,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@register(AGENT_NAME)
 class AgentTrainAgentLoop(AgentLoopBase):
     """One episode of an agenttrain environment per dataset row."""
 
@@ -91,6 +91,13 @@ class AgentTrainAgentLoop(AgentLoopBase):
             with contextlib.suppress(Exception):  # closing must not fail a finished episode
                 await env.close()
         return episode.output(time.perf_counter() - started)
+
+
+# verl's worker fills its registry from `agent_loop.yaml` (our settings included) and imports
+# this module on the first instantiation; registering unconditionally here would overwrite
+# that entry with a bare target, so every later trajectory lost its settings (issue 23).
+if AGENT_NAME not in _agent_loop_registry:
+    register(AGENT_NAME)(AgentTrainAgentLoop)
 
 
 class _Episode:
