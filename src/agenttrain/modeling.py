@@ -36,6 +36,9 @@ class ModelConfig(BaseModel):
     lora: LoraConfig = Field(default_factory=LoraConfig)
     device: str = "cpu"
     generation_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    decode: Literal["auto", "arena", "graph"] = "auto"
+    """Decode path: graph (static-shape steps, CUDA graphs on a GPU), arena (tuned for CPU),
+    auto: graph on CUDA, arena elsewhere. Both give the same tokens greedily."""
     train_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Autocast precision of training passes (fp32 master weights and optimizer either way);
     auto: bf16 on CUDA and on CPUs with native bf16, else fp32."""

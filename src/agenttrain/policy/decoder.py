@@ -79,6 +79,8 @@ class Arena:
         self.slot_of: dict[str, int] = {}
         self._used_at: list[int] = []
         self._clock = 0
+        self.version = 0
+        """Bumped whenever the tensors are reallocated (more slots or columns)."""
 
     @property
     def slots(self) -> int:
@@ -99,6 +101,7 @@ class Arena:
         if columns <= self.capacity:
             return
         capacity = max(columns, 2 * self.capacity)
+        self.version += 1
         for cache in (self.k, self.v):
             for layer, old in enumerate(cache):
                 grown = old.new_zeros((old.shape[0], old.shape[1], capacity, old.shape[3]))
@@ -109,6 +112,7 @@ class Arena:
         """Add slots (doubling, up to `max_slots`): memory follows the episodes in flight."""
         old = self.slots
         new = min(self.max_slots, max(1, 2 * old))
+        self.version += 1
         for cache in (self.k, self.v):
             for layer, tensor in enumerate(cache):
                 grown = tensor.new_zeros((new, *tensor.shape[1:]))

@@ -21,9 +21,13 @@ from agenttrain.policy.base import Generation, GenerationRequest, SamplingParams
 from agenttrain.policy.chat import ChatTemplate
 from agenttrain.policy.decoder import LlamaFamilyDecoder, supports
 from agenttrain.policy.generic import GenericDecoder
+from agenttrain.policy.graph_decoder import GraphDecoder
 
 DEFAULT_SLOTS = 32
 InferenceDtype = Literal["auto", "float32", "bfloat16"]
+DecodePath = Literal["auto", "arena", "graph"]
+"""arena: the CPU-tuned decoder (one host-driven step per token); graph: static-shape steps,
+CUDA graphs on a GPU; auto: graph on CUDA, arena elsewhere."""
 
 
 @functools.cache
@@ -59,6 +63,7 @@ class HFPolicy:
         cache_slots: int = DEFAULT_SLOTS,
         fast: bool = True,
         inference_dtype: InferenceDtype = "float32",
+        decode: DecodePath = "auto",
     ) -> None:
         self.name = name
         self.model = model
@@ -75,7 +80,11 @@ class HFPolicy:
         if pad_id is None:
             pad_id = self.template.end_of_turn_id
         self.decoder: LlamaFamilyDecoder | GenericDecoder
-        if fast and supports(model):
+        if decode == "auto":
+            decode = "graph" if device.type == "cuda" else "arena"
+        if fast and supports(model) and decode == "graph":
+            self.decoder = GraphDecoder(self.generator_model, stop_ids, pad_id, cache_slots)
+        elif fast and supports(model):
             self.decoder = LlamaFamilyDecoder(self.generator_model, stop_ids, pad_id, cache_slots)
         else:
             self.decoder = GenericDecoder(self.generator_model, stop_ids, pad_id)

@@ -21,6 +21,7 @@ def load_policy(
     backend: Backend = "hf",
     device: str = "cpu",
     inference_dtype: Literal["auto", "float32", "bfloat16"] = "auto",
+    decode: Literal["auto", "arena", "graph"] = "auto",
     system_prompt: str | None = None,
     max_context: int | None = None,
     openai_base_url: str | None = None,
@@ -58,4 +59,5 @@ def load_policy(
         system_prompt=system_prompt,
         max_context=max_context,
         inference_dtype=inference_dtype,
+        decode=decode,
     )

@@ -30,23 +30,65 @@ def sample(
     logits: torch.Tensor, params: SamplingParams, generators: list[torch.Generator | None]
 ) -> tuple[list[int], list[float]]:
     """One token per row of `logits` [B, V] (float32), with its log-probability."""
-    logits = logits.float()
     if params.temperature == 0:
+        uniforms = None
+    else:
+        # One uniform per row from that row's own generator, so a row's token does not depend
+        # on the other rows (torch.multinomial per row cost ~1 ms each).
+        uniforms = torch.cat(
+            [torch.rand(1, generator=generator, device=logits.device) for generator in generators]
+        )
+    tokens, logprobs = choose(logits, params.temperature, params.top_k, params.top_p, uniforms)
+    return tokens.tolist(), logprobs.tolist()
+
+
+def choose(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    uniforms: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens [B] and their log-probabilities [B] from logits [B, V], on the logits' device.
+
+    Inverse-CDF sampling with one given uniform per row (None for greedy, temperature 0): no
+    host synchronisation, so it can run inside a captured CUDA graph.
+    """
+    logits = logits.float()
+    if temperature == 0:
         tokens = logits.argmax(dim=-1)
         logprobs = torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None])[:, 0]
-        return tokens.tolist(), logprobs.tolist()
-    scaled = logits / params.temperature
+        return tokens, logprobs
+    assert uniforms is not None
+    scaled = logits / temperature
     logprobs_all = torch.log_softmax(scaled, dim=-1)
-    probs = torch.softmax(truncate(scaled, params.top_k, params.top_p), dim=-1)
-    # Inverse-CDF sampling: one uniform per row from that row's own generator, so a row's
-    # token does not depend on the other rows (torch.multinomial per row cost ~1 ms each).
-    uniforms = torch.cat(
-        [torch.rand(1, generator=generator, device=logits.device) for generator in generators]
-    )
+    probs = torch.softmax(truncate(scaled, top_k, top_p), dim=-1)
     cdf = probs.cumsum(dim=-1)
-    target = (uniforms * cdf[:, -1])[:, None]
+    target = (uniforms.to(cdf.dtype) * cdf[:, -1])[:, None]
     chosen = torch.searchsorted(cdf, target, right=True).clamp(max=cdf.shape[-1] - 1)
-    return chosen[:, 0].tolist(), logprobs_all.gather(-1, chosen)[:, 0].tolist()
+    return chosen[:, 0], logprobs_all.gather(-1, chosen)[:, 0]
+
+
+_GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
+_MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+_MIX2 = 0x94D049BB133111EB - (1 << 64)
+
+
+def counter_uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
+    """Uniforms in [0, 1) from (seed, counter) pairs of int64 tensors: SplitMix64, on device.
+
+    A row's draw depends only on its own seed and step, never on the batch it runs in, and
+    needs no generator object: the GPU decode step draws inside a captured graph with it.
+    """
+
+    def shift(x: torch.Tensor, bits: int) -> torch.Tensor:  # logical, not arithmetic
+        return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+    z = seeds + (counters + 1) * _GOLDEN
+    z = (z ^ shift(z, 30)) * _MIX1
+    z = (z ^ shift(z, 27)) * _MIX2
+    z = z ^ shift(z, 31)
+    return shift(z, 11).double() * (1.0 / (1 << 53))
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:

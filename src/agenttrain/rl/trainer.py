@@ -99,6 +99,7 @@ class Trainer(TrainingRun):
             system_prompt=config.rollout.system_prompt,
             max_context=config.rollout.max_context,
             inference_dtype=config.model.generation_dtype,
+            decode=config.model.decode,
         )
         self.optimizer = torch.optim.AdamW(
             self.params, lr=config.actor.lr, weight_decay=config.actor.weight_decay

@@ -221,6 +221,12 @@ def _model(out: Overrides, config: TrainConfig) -> None:
         "verl trains on its GPUs",
         matters=False,
     )
+    out.unsupported_key(
+        "model.decode",
+        model.decode,
+        "verl generates with its own rollout engine (vLLM/SGLang)",
+        matters=False,
+    )
     out.set("model.generation_dtype", f"{ROLLOUT}.dtype", DTYPES[model.generation_dtype])
     for section in ("actor", "ref"):
         key = f"actor_rollout_ref.{section}.fsdp_config.dtype"

@@ -1,0 +1,184 @@
+"""Decode throughput: agenttrain's decode paths against transformers' static-cache `generate`.
+
+Both sides run in one process, on the same device, the same prompts (TextCraft first
+observations in the chat template) and the same token count (every row generates exactly
+`--new-tokens`: stop tokens are switched off on both sides), temperature 0.7:
+- `anchor`: transformers `generate(cache_implementation="static")` with the forward compiled
+  (`mode="reduce-overhead"`: CUDA graphs on a GPU), left-padded batch; the 2nd call is timed;
+- `graph`: agenttrain's static-shape decode step (CUDA graphs on a GPU, eager elsewhere);
+- `arena`: agenttrain's CPU-tuned decoder (for reference);
+- `graph` over `--turns` turns: each turn appends the reply and a fixed observation and
+  continues the same episodes (keys/values reused), the multi-turn rate.
+Reported: generated tokens/s (warm call), the warm-up call's seconds (compile/capture).
+
+Usage: python benchmarks/decode.py --device cuda [--rows 32 128 256] [--new-tokens 96]
+       [--turns 6] [--model smollm2-135m|<model folder>] [--out F]
+On CPU (a smoke run): python benchmarks/decode.py --device cpu --rows 4 --no-anchor-compile
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from agenttrain.envs import get_spec, make_env
+from agenttrain.policy.base import GenerationRequest, SamplingParams
+from agenttrain.policy.chat import ChatTemplate
+from agenttrain.policy.hf import HFPolicy
+from agenttrain.policy.models import load_hf, resolve
+
+OBSERVATION = "Crafted 1 minecraft:oak_planks. Inventory: [oak planks] (4), [stick] (2)."
+
+
+def prompts(tokenizer, rows: int) -> list[list[int]]:
+    """Chat-template prompts of TextCraft's first observations, one task per row."""
+    spec = get_spec("textcraft")
+    start = [m.to_dict() for m in spec.conversation_start]
+    template = ChatTemplate(tokenizer)
+    tasks = list(spec.split("test"))
+    env = make_env("textcraft")
+    out = []
+    for row in range(rows):
+        first = asyncio.run(env.reset(tasks[row % len(tasks)]))
+        out.append(template.prompt_ids([*start, {"role": "user", "content": first.text}]))
+    return out
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(device: torch.device, call):
+    """(seconds, result) of `call()`, with the device drained on both ends."""
+    sync(device)
+    started = time.perf_counter()
+    result = call()
+    sync(device)
+    return time.perf_counter() - started, result
+
+
+def anchor(model, tokenizer, batch, new_tokens, compile_forward: bool) -> dict:
+    """transformers' static-cache generate: warm-up call, then the timed call."""
+    device = next(model.parameters()).device
+    width = max(len(p) for p in batch)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch], device=device)
+    forward = model.forward
+    if compile_forward:
+        model.forward = torch.compile(forward, mode="reduce-overhead", fullgraph=True)
+    kwargs = dict(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=True,
+        temperature=0.7,
+        top_p=1.0,
+        top_k=0,
+        cache_implementation="static",
+        pad_token_id=pad,
+    )
+    try:
+        with torch.inference_mode():
+            warmup, _ = timed(device, lambda: model.generate(**kwargs))
+            seconds, _ = timed(device, lambda: model.generate(**kwargs))
+    finally:
+        model.forward = forward
+    tokens = len(batch) * new_tokens
+    return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
+
+
+def agenttrain_run(policy, batch, new_tokens, turns: int = 1) -> dict:
+    """Warm-up call, then `turns` timed turns over the same episodes (keys reused)."""
+    device = policy.device
+    policy.decoder.stop_ids = frozenset()  # every row generates exactly new_tokens
+    params = SamplingParams(temperature=0.7, max_new_tokens=new_tokens)
+    observation = policy.template.user_turn_ids(OBSERVATION)
+    warm = [GenerationRequest(p, seed=i) for i, p in enumerate(batch)]
+    warmup, _ = timed(device, lambda: policy.generate(warm, params))
+    current = [list(p) for p in batch]
+    seconds, tokens = 0.0, 0
+    for turn in range(turns):
+        requests = [GenerationRequest(p, key=f"e{i}", seed=turn) for i, p in enumerate(current)]
+        spent, results = timed(device, lambda r=requests: policy.generate(r, params))
+        seconds += spent
+        tokens += sum(len(r.token_ids) for r in results)
+        current = [p + r.token_ids + observation for p, r in zip(current, results, strict=True)]
+    for i in range(len(batch)):
+        policy.release(f"e{i}")
+    return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
+
+
+def rate(result: dict) -> dict:
+    return {**result, "tokens_per_s": round(result["tokens"] / result["seconds"], 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--rows", type=int, nargs="+", default=[32, 128, 256])
+    parser.add_argument("--new-tokens", type=int, default=96)
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--no-anchor", action="store_true")
+    parser.add_argument("--no-anchor-compile", action="store_true", help="e.g. on CPU")
+    parser.add_argument("--no-arena", action="store_true", help="skip the CPU-tuned decoder")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model, tokenizer = load_hf(resolve(args.model), device=args.device)
+    model.eval()
+    results = []
+    for rows in args.rows:
+        batch = prompts(tokenizer, rows)
+        row: dict = {"rows": rows, "mean_prompt_tokens": round(sum(map(len, batch)) / rows, 1)}
+        slots = max(rows, 32)
+        for path in ("graph", "arena"):
+            if path == "arena" and args.no_arena:
+                continue
+            policy = HFPolicy(model, tokenizer, name=args.model, decode=path, cache_slots=slots)
+            row[path] = rate(agenttrain_run(policy, batch, args.new_tokens))
+            if path == "graph" and args.turns > 1:
+                row[f"graph_{args.turns}_turns"] = rate(
+                    agenttrain_run(policy, batch, args.new_tokens, args.turns)
+                )
+                row["graph_stats"] = dict(policy.decoder.stats)
+            del policy
+        if not args.no_anchor:
+            row["anchor"] = rate(
+                anchor(model, tokenizer, batch, args.new_tokens, not args.no_anchor_compile)
+            )
+            row["graph_vs_anchor"] = round(
+                row["graph"]["tokens_per_s"] / row["anchor"]["tokens_per_s"], 3
+            )
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+    report = {
+        "benchmark": "decode",
+        "model": args.model,
+        "device": name or args.device,
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "new_tokens": args.new_tokens,
+        "torch": torch.__version__,
+        "workload": "TextCraft first observations as prompts, exactly new_tokens per row, "
+        "temperature 0.7; tokens/s of the warm call",
+        "results": results,
+    }
+    out = args.out or Path(__file__).parent / "results" / f"decode_{device.type}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The static-shape decode path (CUDA graphs on a GPU) against the arena decoder and the
+model's own forward pass, on a tiny random model; on CPU the same step runs eagerly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from agenttrain.policy.base import GenerationRequest, SamplingParams
+from agenttrain.policy.decoder import LlamaFamilyDecoder
+from agenttrain.policy.graph_decoder import SYNC_EVERY, GraphDecoder, bucket
+from agenttrain.policy.hf import HFPolicy
+from agenttrain.policy.sampling import counter_uniforms, token_logprobs
+
+
+def forward_logprobs(model, prompt, generated, temperature):
+    ids = torch.tensor([list(prompt) + list(generated)])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1]
+    return token_logprobs(logits, ids[0, len(prompt) :], temperature)
+
+
+def prompts_for(policy, count, words=3):
+    return [
+        policy.template.prompt_ids(
+            [{"role": "user", "content": f"Task {i}: {'word ' * (words * i)}"}]
+        )
+        for i in range(count)
+    ]
+
+
+def graph_policy(model, tokenizer):
+    policy = HFPolicy(model, tokenizer, name="tiny", decode="graph")
+    assert isinstance(policy.decoder, GraphDecoder)
+    return policy
+
+
+def test_auto_picks_the_arena_decoder_on_cpu(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    assert type(policy.decoder) is LlamaFamilyDecoder
+
+
+def test_greedy_turns_match_the_arena_decoder_and_reuse_the_cache(tiny_model, tokenizer):
+    arena = HFPolicy(tiny_model, tokenizer, name="tiny", decode="arena")
+    graph = graph_policy(tiny_model, tokenizer)
+    params = SamplingParams(temperature=0.0, max_new_tokens=20)
+    prompts = prompts_for(arena, 5)
+    for turn in range(2):
+        requests = [GenerationRequest(p, key=f"e{i}") for i, p in enumerate(prompts)]
+        before = graph.decoder.stats["prefill_tokens"]
+        expected = arena.generate(requests, params)
+        got = graph.generate(requests, params)
+        for a, b in zip(expected, got, strict=True):
+            assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-5
+        observation = tokenizer.encode("observation", add_special_tokens=False)
+        if turn == 1:  # only the new tokens of turn 2 ran through the model
+            assert graph.decoder.stats["prefill_tokens"] - before == 5 * (1 + len(observation))
+        prompts = [
+            p + g.token_ids + observation for p, g in zip(prompts, got, strict=True)
+        ]  # the next turn extends the cached one
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=1.0, max_new_tokens=16),
+        SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=16),
+        SamplingParams(temperature=1.2, top_k=20, max_new_tokens=16),
+    ],
+)
+def test_sampled_logprobs_match_a_forward_pass(tiny_model, tokenizer, params):
+    policy = graph_policy(tiny_model, tokenizer)
+    prompts = prompts_for(policy, 4)
+    requests = [GenerationRequest(p, key=f"e{i}", seed=i) for i, p in enumerate(prompts)]
+    for prompt, generation in zip(prompts, policy.generate(requests, params), strict=True):
+        expected = forward_logprobs(tiny_model, prompt, generation.token_ids, params.temperature)
+        assert torch.allclose(torch.tensor(generation.logprobs), expected, atol=1e-4)
+
+
+def test_a_seeded_row_samples_the_same_tokens_in_any_batch_or_slot(tiny_model, tokenizer):
+    params = SamplingParams(temperature=1.0, max_new_tokens=12)
+    prompts = prompts_for(graph_policy(tiny_model, tokenizer), 5)
+    alone = graph_policy(tiny_model, tokenizer).generate(
+        [GenerationRequest(prompts[2], seed=42)], params
+    )
+    batched = graph_policy(tiny_model, tokenizer).generate(
+        [GenerationRequest(p, seed=42 if i == 2 else i) for i, p in enumerate(prompts)], params
+    )
+    assert alone[0].token_ids == batched[2].token_ids
+
+
+def test_rows_with_other_limits_leave_and_the_rest_go_on(tiny_model, tokenizer):
+    arena = HFPolicy(tiny_model, tokenizer, name="tiny", decode="arena")
+    graph = graph_policy(tiny_model, tokenizer)
+    params = SamplingParams(temperature=0.0, max_new_tokens=30)
+    limits = [3, 17, 9, 30]
+    requests = [
+        GenerationRequest(p, max_new_tokens=n)
+        for p, n in zip(prompts_for(arena, 4), limits, strict=True)
+    ]
+    expected, got = arena.generate(requests, params), graph.generate(requests, params)
+    assert [len(g.token_ids) for g in got] == limits
+    assert [g.token_ids for g in got] == [g.token_ids for g in expected]
+    # the host read the row state once per SYNC_EVERY steps, not once per token
+    assert graph.decoder.stats["host_syncs"] <= math.ceil(max(limits) / SYNC_EVERY) + 1
+
+
+def test_a_stop_token_ends_its_row_and_is_kept(tiny_model, tokenizer):
+    policy = graph_policy(tiny_model, tokenizer)
+    prompt = prompts_for(policy, 1)[0]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=8)
+    free = policy.generate([GenerationRequest(prompt)], greedy)[0]
+    assert free.finish_reason == "length" and len(free.token_ids) == 8
+    policy.decoder.stop_ids = frozenset({free.token_ids[2]})
+    stopped = policy.generate([GenerationRequest(prompt)], greedy)[0]
+    assert stopped.token_ids == free.token_ids[: free.token_ids.index(free.token_ids[2]) + 1]
+    assert stopped.finish_reason == "stop"
+
+
+def test_an_idle_episode_keeps_its_cache_while_others_decode(tiny_model, tokenizer):
+    """Slot 0 idles (its episode waits for the environment) while slot 1 decodes: the step
+    runs over slots [0, 2) and must not write into slot 0's columns."""
+    policy = graph_policy(tiny_model, tokenizer)
+    params = SamplingParams(temperature=0.0, max_new_tokens=10)
+    a, b = prompts_for(policy, 2, words=5)
+    first = policy.generate([GenerationRequest(a, "A"), GenerationRequest(b, "B")], params)
+    observation = tokenizer.encode("ok", add_special_tokens=False)
+    b2 = b + first[1].token_ids + observation
+    policy.generate([GenerationRequest(b2, "B")], SamplingParams(max_new_tokens=25))
+    a2 = a + first[0].token_ids + observation
+    reused = policy.generate([GenerationRequest(a2, "A")], params)[0]
+    fresh = HFPolicy(tiny_model, tokenizer, name="tiny", decode="arena")
+    assert reused.token_ids == fresh.generate([GenerationRequest(a2)], params)[0].token_ids
+
+
+def test_slots_and_columns_grow_mid_session_and_stay_exact(tiny_model, tokenizer):
+    """More rows than slots (chunks), prompts longer than the first capacity (the arena
+    grows; step shapes are rebuilt for the new tensors)."""
+    arena = HFPolicy(tiny_model, tokenizer, name="tiny", decode="arena")
+    template = arena.template
+    graph = GraphDecoder(tiny_model, template.stop_ids, 0, slots=2, capacity=64)
+    params = SamplingParams(temperature=0.0, max_new_tokens=12)
+    prompts = prompts_for(arena, 5, words=12)
+    assert max(len(p) for p in prompts) > 64
+    requests = [GenerationRequest(p) for p in prompts]
+    expected = arena.generate(requests, params)
+    got = graph.generate(requests, params)
+    assert [g.token_ids for g in got] == [g.token_ids for g in expected]
+    assert graph.arena.slots == 2 and graph.arena.capacity >= max(len(p) for p in prompts)
+    assert graph.arena.version > 0
+
+
+def test_bucket_sizes_are_powers_of_two_multiples_capped():
+    assert [bucket(v, 1, 32) for v in (1, 2, 3, 17, 32, 40)] == [1, 2, 4, 32, 32, 32]
+    assert [bucket(v, 256, 4096) for v in (1, 256, 257, 3000, 9000)] == [
+        256,
+        256,
+        512,
+        4096,
+        4096,
+    ]
+
+
+def test_counter_uniforms_depend_only_on_seed_and_counter():
+    seeds, counters = torch.tensor([1, 2, 1]), torch.tensor([0, 0, 5])
+    u = counter_uniforms(seeds, counters)
+    assert u[0] != u[1] and u[0] != u[2]
+    assert counter_uniforms(seeds[2:], counters[2:])[0] == u[2]
+    many = counter_uniforms(torch.full((20000,), 9), torch.arange(20000))
+    assert float(many.min()) >= 0.0 and float(many.max()) < 1.0
+    assert abs(float(many.mean()) - 0.5) < 0.01
