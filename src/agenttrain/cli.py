@@ -80,6 +80,10 @@ def envs() -> None:
         splits = " · ".join(f"{name} {len(ids)}" for name, ids in spec.splits().items())
         runs = "[green]in-process[/]" if entry.in_process else "[yellow]AgentGym server[/]"
         notes.append(_environment_note(spec.name, entry.in_process, spec.requirements))
+        options = entry.options() if entry.in_process else {}
+        if options:
+            listed = ", ".join(f"{k}={v!r}" for k, v in options.items())
+            notes.append(f"  options (serve --env-kwarg K=V, env.kwargs): {listed}")
         proto = spec.protocol
         table.add_row(
             spec.name,
@@ -92,6 +96,19 @@ def envs() -> None:
     console.print(table)
     for note in notes:
         console.print(note, highlight=False)
+
+
+def _env_kwargs(pairs: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` pairs as constructor options; values read as YAML (true, 3, 0.5, text)."""
+    import yaml
+
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--env-kwarg {pair!r}: expected KEY=VALUE, e.g. agentgym_compat=true")
+        options[key.strip()] = yaml.safe_load(value) if value else ""
+    return options
 
 
 def _environment_note(name: str, in_process: bool, requirements: str) -> str:
@@ -130,10 +147,20 @@ def serve(
             help="Run sessions in this many worker processes (SciWorld always does; default 4).",
         ),
     ] = None,
+    env_kwarg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env-kwarg",
+            help="An environment option KEY=VALUE (YAML value), repeatable; `agenttrain envs` "
+            "lists each environment's options.",
+        ),
+    ] = None,
 ) -> None:
     """Serve an environment over AgentGym's HTTP protocol (unmodified AgentGym clients work).
 
     Example: agenttrain serve textcraft --host 127.0.0.1 --port 36001
+    AgentGym's BabyAI exactly (its defects kept): agenttrain serve babyai --port 36005
+    --env-kwarg agentgym_compat=true
     """
     from agenttrain.envs.base import EnvError
     from agenttrain.serving.runner import PortInUse
@@ -141,6 +168,7 @@ def serve(
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
+        env_kwargs = _env_kwargs(env_kwarg or [])
         run_server(
             env,
             host=host,
@@ -151,6 +179,7 @@ def serve(
             log_level=log_level,
             access_log=access_log,
             workers=workers,
+            env_kwargs=env_kwargs,
         )
     except (PortInUse, ValueError, KeyError, EnvError) as problem:
         console.print(f"[red]error:[/] {problem}")
@@ -365,13 +394,13 @@ def eval_command(
     note = INTERVAL_NOTE + (" " + DIFFERENCE_NOTE if len(results) > 1 else "")
     console.print(note, highlight=False, markup=False)
     for line in env_error_lines({r.model: r.summary for r in results}):
-        console.print(f"[bold red]environment errors:[/] {line}", highlight=False)
+        console.print(f"[bold red]errors:[/] {line}", highlight=False)
     console.print(f"Report: {report}\nEpisodes: {', '.join(str(r.episodes_path) for r in results)}")
     over = over_env_error_limit(results, config.max_env_error_rate)
     if over:
         console.print(
             f"[red]error:[/] more than {config.max_env_error_rate:.1%} of the episodes of "
-            f"{', '.join(r.model for r in over)} ended in environment errors "
+            f"{', '.join(r.model for r in over)} ended in environment or agent errors "
             "(--max-env-error-rate); their scores rest on too few episodes"
         )
         raise typer.Exit(ENV_ERROR_EXIT_CODE)
@@ -394,15 +423,16 @@ SUMMARY_TITLES = {
     "success_rate_all": "all",
     "mean_turns": "turns",
     "format_error_rate": "fmt err",
-    "env_errors": "env err",
+    "errors": "err e+a",
     "tokens_per_s": "tok/s",
 }
 """Short column titles, so an 80-column terminal shows every one whole; the caption says
 what they count."""
 SUMMARY_NOTE = (
-    "success rate, scored: over episodes without an environment error; all: over every "
-    "episode, each environment error a failure. fmt err: share of turns with a format error; "
-    "env err: episodes lost to environment errors."
+    "success rate, scored: over episodes without an environment or agent error; all: over "
+    "every episode, each error a failure; '-': no episode to count. fmt err: share of turns "
+    "with a format error; err e+a: episodes lost to environment errors + to the agent's side "
+    "raising (a solver, a parser, the policy), each listed in the report."
 )
 INTERVAL_NOTE = "[low, high]: 95% bootstrap interval over tasks."
 DIFFERENCE_NOTE = (
@@ -421,7 +451,7 @@ def _summary_table(results: list) -> Table:
         *dict.fromkeys(passes[:1] + passes[-1:]),  # pass@1 and the largest k; all in report.md
         "mean_turns",
         "format_error_rate",
-        "env_errors",
+        "errors",
         "tokens_per_s",
     ]
     table = Table(title="evaluation", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -430,7 +460,14 @@ def _summary_table(results: list) -> Table:
         title = SUMMARY_TITLES.get(key, key)
         table.add_column(title, justify="right", min_width=len(title), no_wrap=True)
     for result in results:
-        table.add_row(result.model, *(metric_cell(result.summary, key, False) for key in keys))
+        s = result.summary
+        cells = [
+            f"{s.get('env_errors', 0)}+{s.get('agent_errors', 0)}"
+            if key == "errors"
+            else metric_cell(s, key, False)
+            for key in keys
+        ]
+        table.add_row(result.model, *cells)
     return table
 
 

@@ -259,7 +259,7 @@ class Recipe:
 
         settings = self.config.eval
         plot_comparison(summaries, self.out / "comparison.png")
-        rates = [summaries[label]["success_rate"] for label in STAGES]
+        base, sft, grpo = (_percent(summaries[label]["success_rate"]) for label in STAGES)
         lines = [
             f"# Recipe: {self.config.run.name}",
             "",
@@ -276,8 +276,7 @@ class Recipe:
             "",
             metrics_table(summaries),
             "",
-            f"Success: base {rates[0]:.1%} -> SFT {rates[1]:.1%} ({rates[1] - rates[0]:+.1%}) "
-            f"-> SFT+GRPO {rates[2]:.1%} ({rates[2] - rates[1]:+.1%}).",
+            f"Success: base {base} -> SFT {sft} -> SFT+GRPO {grpo}.",
             "",
             "Paired gain in success over the tasks both stages played (95% paired bootstrap "
             "interval over tasks; * the interval excludes 0; field by field in "
@@ -316,6 +315,11 @@ class Recipe:
             )
         )
         return path
+
+
+def _percent(rate: float | None) -> str:
+    """A success rate as a percentage; '-' when nothing was scored (never 0%)."""
+    return "-" if rate is None else f"{rate:.1%}"
 
 
 def _gain(gain: Difference | None) -> str:

@@ -23,3 +23,41 @@ def test_the_oracle_solves_a_test_task_that_starts_like_another(tmp_path):
     assert result.exit_code == 0, result.output
     episode = json.loads((tmp_path / "oracle" / "episodes.jsonl").read_text())
     assert episode["task_id"] == played and episode["success"]
+
+
+def test_agentgym_exact_babyai_is_served_from_the_cli_and_one_failed_episode_is_recorded(
+    tmp_path,
+):
+    """`serve babyai --env-kwarg agentgym_compat=true` keeps AgentGym's defect on test task 29
+    (the episode goes on after a success); the oracle, whose game ended, raises there. That
+    episode is recorded as an agent error and the evaluation of tasks 0-19 goes on (issue 24).
+    """
+    from agenttrain.serving.launch import start_server
+
+    server = start_server("babyai", extra_args=["--env-kwarg", "agentgym_compat=true"])
+    try:
+        args = ["--env", "babyai", "--server", server.url, "--model", "oracle"]
+        args += ["--split", "test", "--tasks", "0-19", "--out", str(tmp_path)]
+        result = CliRunner().invoke(app, ["eval", *args], env={"COLUMNS": "200"})
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    lines = (tmp_path / "oracle" / "episodes.jsonl").read_text().splitlines()
+    episodes = [json.loads(line) for line in lines if line]
+    assert len(episodes) == 20
+    failed = [e for e in episodes if e["finish_reason"] == "agent_error"]
+    assert [e["task_id"] for e in failed] == [29]
+    assert "the episode has ended" in failed[0]["error"]
+    summary = json.loads((tmp_path / "oracle" / "summary.json").read_text())
+    assert summary["agent_errors"] == 1 and summary["scored_episodes"] == 19
+    report = (tmp_path / "report.md").read_text()
+    assert "task 29 sample 0: agent_error" in report
+
+
+def test_an_option_the_environment_does_not_take_is_refused_by_serve():
+    result = CliRunner().invoke(
+        app, ["serve", "babyai", "--env-kwarg", "agentgym=true"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 2
+    assert "takes no option agentgym" in result.output
+    assert "agentgym_compat (default False)" in result.output

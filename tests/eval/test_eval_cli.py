@@ -119,6 +119,7 @@ def test_the_terminal_table_shows_every_header_whole_in_80_columns():
         "mean_turns": 7.5,
         "format_error_rate": 0.012,
         "env_errors": 3,
+        "agent_errors": 2,
         "tokens_per_s": 1234.5,
         "tasks": 40,
         **{f"pass@{k}": 0.5 for k in (1, 2, 4, 8)},

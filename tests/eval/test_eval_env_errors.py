@@ -80,7 +80,7 @@ def test_an_env_error_is_counted_shown_and_fails_the_run_above_the_limit(
 
     assert result.exit_code == exit_code, result.output
     output = " ".join(result.output.split())
-    assert "environment errors: oracle: 1 of 8 episodes ended in an environment error" in output
+    assert "errors: oracle: 1 of 8 episodes ended in an environment error" in output
     summary = json.loads((tmp_path / "summary.json").read_text())["oracle"]
     assert summary["env_errors"] == 1 and summary["finish_reasons"]["env_error"] == 1
     assert summary["success_rate"] == 1.0  # the oracle solved every scored episode
@@ -88,7 +88,7 @@ def test_an_env_error_is_counted_shown_and_fails_the_run_above_the_limit(
     assert summary["pass@1"] == 1.0 and summary["pass@2"] == 1.0
     assert summary["tasks_per_metric"] == {"pass@1": 4, "pass@2": 3, "avg@2": 3}
     report = (tmp_path / "report.md").read_text()
-    assert "**Environment errors**" in report and "1.000 (3/4 tasks)" in report
+    assert "**Errors**" in report and "1.000 (3/4 tasks)" in report
     assert "success (all)" in report and "0.875" in report
     assert "depth None" not in report  # the failed reset's episode has no depth: no bucket
     if exit_code:

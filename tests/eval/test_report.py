@@ -16,11 +16,11 @@ def test_the_comparison_shows_both_rates_the_error_count_and_partial_task_counts
     summaries = {"healthy": healthy, "broken": broken, "older": older}
 
     rows = {line.split(" | ")[0].strip("| "): line for line in metrics_table(summaries).split("\n")}
-    assert "| env errors | success (scored) | success (all) |" in rows["model"]
-    assert "| 4 | 0 | 0.750 [0.50, 1.00] | 0.750 |" in rows["healthy"]  # tasks at 0.5 and 1
-    assert "| 4 | 1 | 1.000 [1.00, 1.00] | 0.750 |" in rows["broken"]
+    assert "| env errors | agent errors | success (scored) | success (all) |" in rows["model"]
+    assert "| 4 | 0 | 0 | 0.750 [0.50, 1.00] | 0.750 |" in rows["healthy"]  # tasks at 0.5, 1
+    assert "| 4 | 1 | 0 | 1.000 [1.00, 1.00] | 0.750 |" in rows["broken"]
     assert "1.000 (1/2 tasks)" in rows["broken"]  # pass@2 and avg@2 over task 1 only
-    assert "| 4 | - | 0.500 | - |" in rows["older"]
+    assert "| 4 | - | - | 0.500 | - |" in rows["older"]
 
     plot_comparison(summaries, tmp_path / "comparison.png")
     assert (tmp_path / "comparison.png").stat().st_size > 1000

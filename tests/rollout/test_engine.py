@@ -351,3 +351,57 @@ def test_the_episode_reward_follows_the_environments_rule_unless_configured(rule
     )
     asyncio.run(policy.aclose())
     assert trajectory.reward == reward and trajectory.success is success
+
+
+class OracleFailingOn:
+    """The TextCraft oracle as a chat backend, raising for one task's conversations."""
+
+    def __init__(self, failing_goal: str) -> None:
+        self.name = "oracle"
+        self.oracle = OracleExpert("textcraft", get_format("react", "textcraft"))
+        self.failing_goal = failing_goal
+
+    async def chat(self, conversations, sampling):
+        for conversation in conversations:
+            if any(self.failing_goal in m.content for m in conversation):
+                raise RuntimeError("the solver lost track of the game")
+        return await self.oracle.chat(conversations, sampling)
+
+
+def test_one_episodes_solver_failure_is_that_episodes_error_only():
+    goals = {t: make_env("textcraft") for t in (12, 140, 543)}
+    first = {t: asyncio.run(env.reset(t)).text for t, env in goals.items()}
+    failing = TEXTCRAFT.describe(first[140])["goal"]
+    policy = ChatPolicyAdapter(OracleFailingOn(failing))
+    _, trajectories = run(policy, [EpisodeRequest(t, str(t)) for t in (12, 140, 543)], max_turns=60)
+    by_task = {t.task_id: t for t in trajectories}
+    assert by_task[140].finish_reason == "agent_error" and by_task[140].errored
+    assert by_task[140].reward is None and not by_task[140].success
+    assert by_task[140].error == "RuntimeError: the solver lost track of the game"
+    assert all(by_task[t].success for t in (12, 543))  # played on in the same batches
+    asyncio.run(policy.aclose())
+
+
+class RaisingParser:
+    """An action format whose parser raises on one reply."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def parse(self, reply):
+        raise ValueError("cannot read this reply")
+
+
+def test_a_parser_exception_is_an_agent_error_not_the_end_of_the_run():
+    oracle = ChatPolicyAdapter(OracleExpert("textcraft", get_format("react", "textcraft")))
+    engine = RolloutEngine(
+        oracle, TEXTCRAFT, lambda: make_env("textcraft"), RolloutConfig(), SamplingParams()
+    )
+    engine.format = RaisingParser(engine.format)
+    trajectories = asyncio.run(engine.run([EpisodeRequest(12, "12"), EpisodeRequest(140, "140")]))
+    assert [t.finish_reason for t in trajectories] == ["agent_error", "agent_error"]
+    assert trajectories[0].error == "ValueError: cannot read this reply"
+    asyncio.run(oracle.aclose())

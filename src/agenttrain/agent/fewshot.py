@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from agenttrain.rollout.trajectory import ERROR_REASONS
+
 STATE_LINE = re.compile(r"^- (?P<name>[^:\n]+): (?P<value>-?\d+(?:\.\d+)?)%?[ \t]*$", re.M)
 HEADER = "Good decisions taken in similar situations (from training episodes):"
 
@@ -94,13 +96,13 @@ def build_pool(
     floor: float = -1.0,
 ) -> list[Example]:
     """The decisions of `episodes` whose reward reaches the `quantile` of all their rewards
-    (and exceeds `floor`, the format penalty). Episodes that ended in an environment error
-    are skipped; an episode of a task outside `train` refuses the whole pool."""
+    (and exceeds `floor`, the format penalty). Episodes that ended in an environment or agent
+    error are skipped; an episode of a task outside `train` refuses the whole pool."""
     if not 0.0 <= quantile <= 1.0:
         raise FewshotError(f"quantile must be in [0, 1], got {quantile}")
     found = []
     for episode in episodes:
-        if episode.get("finish_reason") == "env_error":
+        if episode.get("finish_reason") in ERROR_REASONS:
             continue
         for turn, (observation, action, reward) in enumerate(decisions(episode)):
             state = state_features(observation)

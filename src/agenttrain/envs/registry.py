@@ -76,6 +76,33 @@ class Registration:
             return shared_pool(self.spec.name, self.process_workers, kwargs).environment()
         return self.build_here(**overrides)
 
+    def options(self) -> dict[str, Any]:
+        """The constructor options an instance takes (name: default), e.g. BabyAI's
+        `agentgym_compat`; what `serve --env-kwarg` and `env.kwargs` may set."""
+        if self.factory is None:
+            return {}
+        try:
+            parameters = inspect.signature(self.factory).parameters.values()
+        except (TypeError, ValueError):
+            return {}
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return {
+            p.name: self.defaults.get(p.name, None if p.default is p.empty else p.default)
+            for p in parameters
+            if p.kind in named and p.name != "self"
+        }
+
+    def check_options(self, kwargs: Mapping[str, Any]) -> None:
+        """Refuse options the constructor does not take, naming those it does."""
+        known = self.options()
+        unknown = sorted(set(kwargs) - set(known))
+        if unknown:
+            offered = ", ".join(f"{k} (default {v!r})" for k, v in known.items()) or "none"
+            raise ValueError(
+                f"{self.spec.display_name} takes no option {', '.join(unknown)}; "
+                f"its options: {offered}"
+            )
+
     def build_here(self, **overrides: Any) -> Environment:
         """A new instance in this process, even for a process-isolated environment (what a
         worker process builds)."""

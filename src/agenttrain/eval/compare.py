@@ -158,7 +158,7 @@ def _evaluation_name(file: Path) -> str:
 def headline(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     """eval's summary plus what a comparison reads: parse rate and format-error episodes."""
     summary = summarize(trajectories)
-    episodes = [t for t in trajectories if t.finish_reason != "env_error"]
+    episodes = [t for t in trajectories if not t.errored]
     summary["parse_rate"] = 1.0 - summary["format_error_rate"]
     summary["format_error_episodes"] = (
         sum(t.format_errors > 0 for t in episodes) / len(episodes) if episodes else 0.0
@@ -387,6 +387,8 @@ def plot_success(comparison: Comparison, path: Path) -> None:
     values, low, high = [], [], []
     for run in comparison.runs:
         value = run.summary["success_rate"]
+        if value is None:  # no scored episode: no bar
+            value = float("nan")
         interval = run.summary["success_rate_ci"] or (value, value)
         values.append(value)
         low.append(value - interval[0])

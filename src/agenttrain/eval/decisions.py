@@ -120,7 +120,7 @@ def has_json_actions(trajectories: Sequence[Trajectory]) -> bool:
 
 def run_decisions(label: str, trajectories: Sequence[Trajectory]) -> RunDecisions:
     """Decisions over the episodes the environment did not fail (env errors have no score)."""
-    episodes = [t for t in trajectories if t.finish_reason != "env_error"]
+    episodes = [t for t in trajectories if not t.errored]
     turns = [turn for t in episodes for turn in t.turns]
     rewards = [t.reward for t in episodes if t.reward is not None]
     decisions = [d for d in map(turn_decision, turns) if d is not None]

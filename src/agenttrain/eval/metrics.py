@@ -68,7 +68,7 @@ def summarize(
 
 
 def _metrics(trajectories: Sequence[Trajectory], ks: Iterable[int] | None) -> dict[str, Any]:
-    scored = [t for t in trajectories if t.finish_reason != "env_error"]
+    scored = [t for t in trajectories if not t.errored]
     episodes_per_task: dict[int, int] = defaultdict(int)
     for trajectory in trajectories:
         episodes_per_task[trajectory.task_id] += 1
@@ -76,21 +76,25 @@ def _metrics(trajectories: Sequence[Trajectory], ks: Iterable[int] | None) -> di
     successes = sum(t.success for t in scored)
     turns = [t.num_turns for t in scored]
     all_turns = sum(t.num_turns for t in trajectories)
-    env_errors = len(trajectories) - len(scored)
+    env_errors = sum(t.finish_reason == "env_error" for t in trajectories)
+    agent_errors = len(trajectories) - len(scored) - env_errors
+    # A rate without a denominator is no result (None, shown as "-"), never 0.
     metrics: dict[str, Any] = {
         "episodes": len(trajectories),
         "scored_episodes": len(scored),
         "env_errors": env_errors,
+        "agent_errors": agent_errors,
         "tasks": len(episodes_per_task),
         "samples_per_task": samples,
-        "success_rate": successes / len(scored) if scored else 0.0,
-        "success_rate_all": successes / len(trajectories) if trajectories else 0.0,
-        "mean_reward": fmean(t.reward for t in scored if t.reward is not None) if scored else 0.0,
-        "mean_turns": fmean(turns) if turns else 0.0,
+        "success_rate": successes / len(scored) if scored else None,
+        "success_rate_all": successes / len(trajectories) if trajectories else None,
+        "mean_reward": fmean(t.reward for t in scored if t.reward is not None) if scored else None,
+        "mean_turns": fmean(turns) if turns else None,
         "format_error_rate": (
             sum(t.format_errors for t in trajectories) / all_turns if all_turns else 0.0
         ),
         "env_error_rate": env_errors / len(trajectories) if trajectories else 0.0,
+        "agent_error_rate": agent_errors / len(trajectories) if trajectories else 0.0,
         "finish_reasons": {
             reason: sum(t.finish_reason == reason for t in trajectories)
             for reason in FINISH_REASONS
@@ -170,7 +174,7 @@ def task_parts(
     parts = EPISODE_PARTS[metric]
     totals: dict[TaskKey, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for trajectory in trajectories:
-        if trajectory.finish_reason != "env_error":
+        if not trajectory.errored:
             numerator, denominator = parts(trajectory)
             total = totals[(trajectory.env, trajectory.task_id)]
             total[0] += numerator

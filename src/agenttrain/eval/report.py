@@ -19,12 +19,14 @@ LABELS = {
     "success_rate": "success (scored)",
     "success_rate_all": "success (all)",
     "env_errors": "env errors",
+    "agent_errors": "agent errors",
 }
 """Column titles where the key alone would not say which episodes a number counts."""
 
 RATES_NOTE = (
-    "success (scored): successes / episodes without an environment error; "
-    "success (all): successes / all episodes, each environment error counted as a failure."
+    "success (scored): successes / episodes without an environment or agent error; "
+    "success (all): successes / all episodes, each error counted as a failure; "
+    "'-': no episode to count."
 )
 
 
@@ -34,14 +36,24 @@ INTERVAL_NOTE = (
 )
 
 
+def _or_nan(value: float | None) -> float:
+    """For plots: no result is a missing bar (NaN), not a bar at 0."""
+    return float("nan") if value is None else value
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return "-" if value is None else str(value)
 
 
-def with_interval(value: float, interval: Sequence[float] | None, signed: bool = False) -> str:
-    """'0.375 [0.30, 0.45]' (signed: '+0.125 [+0.05, +0.20]'); the value alone without one."""
+def with_interval(
+    value: float | None, interval: Sequence[float] | None, signed: bool = False
+) -> str:
+    """'0.375 [0.30, 0.45]' (signed: '+0.125 [+0.05, +0.20]'); the value alone without one;
+    '-' for no result (a rate without a denominator)."""
+    if value is None:
+        return "-"
     sign = "+" if signed else ""
     text = f"{value:{sign}.3f}"
     if interval is None:
@@ -79,14 +91,21 @@ def metric_cell(summary: dict[str, Any], key: str, interval: bool = True) -> str
 
 
 def env_error_lines(summaries: dict[str, dict[str, Any]]) -> list[str]:
-    """One sentence per model that lost episodes to environment errors."""
-    return [
-        f"{model}: {s['env_errors']} of {s['episodes']} episodes ended in an environment "
-        f"error ({s['env_error_rate']:.1%}); success (scored) {s['success_rate']:.3f}, "
-        f"success (all) {s['success_rate_all']:.3f}"
-        for model, s in summaries.items()
-        if s.get("env_errors")
-    ]
+    """One sentence per model that lost episodes to environment or agent errors."""
+    lines = []
+    for model, s in summaries.items():
+        kinds = [
+            f"{s[key]} of {s['episodes']} episodes ended in an {label} error "
+            f"({s[key] / s['episodes']:.1%})"
+            for key, label in (("env_errors", "environment"), ("agent_errors", "agent"))
+            if s.get(key)
+        ]
+        if kinds:
+            lines.append(
+                f"{model}: {'; '.join(kinds)}; success (scored) {_fmt(s['success_rate'])}, "
+                f"success (all) {_fmt(s['success_rate_all'])}"
+            )
+    return lines
 
 
 def metrics_table(summaries: dict[str, dict[str, Any]]) -> str:
@@ -94,6 +113,7 @@ def metrics_table(summaries: dict[str, dict[str, Any]]) -> str:
     columns = [
         "episodes",
         "env_errors",
+        "agent_errors",
         "success_rate",
         "success_rate_all",
         *at_k_keys(list(summaries.values())),
@@ -127,12 +147,12 @@ def breakdown_table(summaries: dict[str, dict[str, Any]], key: str) -> str:
 
 
 def _breakdown_cell(summary: dict[str, Any]) -> str:
-    errors = summary.get("env_errors", 0)
-    if not errors:
-        return f"{summary['success_rate']:.2f} (n={summary['episodes']})"
-    # A group of env errors alone has no success rate, not a rate of 0.
+    errors = summary.get("env_errors", 0) + summary.get("agent_errors", 0)
+    # A group of errors alone has no success rate, not a rate of 0.
     rate = f"{summary['success_rate']:.2f}" if summary["scored_episodes"] else "-"
-    return f"{rate} (n={summary['episodes']}, env errors {errors})"
+    if not errors:
+        return f"{rate} (n={summary['episodes']})"
+    return f"{rate} (n={summary['episodes']}, errors {errors})"
 
 
 def finish_table(summaries: dict[str, dict[str, Any]]) -> str:
@@ -177,7 +197,7 @@ def plot_breakdown(summaries: dict[str, dict[str, Any]], key: str, path: Path) -
     width = 0.8 / max(1, len(summaries))
     for index, (model, summary) in enumerate(summaries.items()):
         by = summary.get(f"by_{key}", {})
-        values = [by.get(g, {}).get("success_rate", 0.0) for g in groups]
+        values = [_or_nan(by.get(g, {}).get("success_rate")) for g in groups]
         positions = [i + index * width for i in range(len(groups))]
         axes.bar(positions, values, width, label=_short(model))
     axes.set_xticks([i + width * (len(summaries) - 1) / 2 for i in range(len(groups))])
@@ -195,7 +215,7 @@ def plot_breakdown(summaries: dict[str, dict[str, Any]], key: str, path: Path) -
 def played_turns(trajectories: Sequence[Trajectory]) -> list[int]:
     """Turns per episode, leaving out env-error episodes: their count says where the
     environment failed, not how long the model took."""
-    return [t.num_turns for t in trajectories if t.finish_reason != "env_error"]
+    return [t.num_turns for t in trajectories if not t.errored]
 
 
 def plot_distributions(episodes: dict[str, list[Trajectory]], path: Path) -> None:
@@ -242,12 +262,29 @@ def plot_comparison(summaries: dict[str, dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
-def _env_error_block(summaries: dict[str, dict[str, Any]]) -> list[str]:
-    """A bold warning above the results, so lost episodes are the first thing read."""
+ERRORS_LISTED = 20
+"""Failed episodes listed by name in the report, per model (all of them are in episodes.jsonl)."""
+
+
+def _error_block(
+    summaries: dict[str, dict[str, Any]], episodes: dict[str, list[Trajectory]]
+) -> list[str]:
+    """A bold warning above the results, so lost episodes are the first thing read, with
+    each failed episode's task and error."""
     lines = env_error_lines(summaries)
     if not lines:
         return []
-    return ["**Environment errors**", "", *(f"- {line}" for line in lines), ""]
+    block = ["**Errors**", "", *(f"- {line}" for line in lines)]
+    for model, trajectories in episodes.items():
+        failed = [t for t in trajectories if t.errored]
+        for t in failed[:ERRORS_LISTED]:
+            block.append(
+                f"- {_short(model)}: task {t.task_id} sample {t.sample}: {t.finish_reason}: "
+                f"{t.error}"
+            )
+        if len(failed) > ERRORS_LISTED:
+            block.append(f"- {_short(model)}: … {len(failed) - ERRORS_LISTED} more")
+    return [*block, ""]
 
 
 def _short(model: str) -> str:
@@ -274,7 +311,7 @@ def write_report(
         "",
         "## Results",
         "",
-        *_env_error_block(summaries),
+        *_error_block(summaries, episodes),
         metrics_table(summaries),
         "",
         f"{RATES_NOTE} {INTERVAL_NOTE} pass@k: unbiased estimator over the scored samples "

@@ -77,8 +77,13 @@ class ModelResult:
 
 
 def over_env_error_limit(results: Sequence[ModelResult], limit: float) -> list[ModelResult]:
-    """Models whose scores rest on too few episodes because the environment failed too often."""
-    return [r for r in results if r.summary["env_error_rate"] > limit]
+    """Models whose scores rest on too few episodes: the environment or the agent's side
+    failed too often."""
+    return [
+        r
+        for r in results
+        if r.summary["env_error_rate"] + r.summary.get("agent_error_rate", 0.0) > limit
+    ]
 
 
 def select_tasks(env: str, split: str, positions: Sequence[int] | None) -> list[int]:

@@ -62,6 +62,9 @@ class Generation:
     """`stop`: ended with an end-of-turn token (included in `token_ids`); `length`: cut off."""
     text: str | None = None
     """The reply as text, from backends without token ids (else decoded from `token_ids`)."""
+    error: str | None = None
+    """Set when the backend failed on this request alone (e.g. a solver raised): the episode
+    ends as `agent_error` with this message; the other requests of the batch go on."""
 
 
 @dataclass

@@ -12,7 +12,13 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from agenttrain.policy.base import ChatBackend, Generation, GenerationRequest, SamplingParams
+from agenttrain.policy.base import (
+    ChatBackend,
+    Generation,
+    GenerationRequest,
+    PolicyError,
+    SamplingParams,
+)
 
 T = TypeVar("T")
 
@@ -35,9 +41,29 @@ class ChatPolicyAdapter:
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingParams
     ) -> list[Generation]:
-        conversations = [list(request.messages) for request in requests]
-        answers = self._run(self.backend.chat(conversations, sampling))
-        return [Generation([], [], answer.finish_reason, text=answer.text) for answer in answers]
+        """Each conversation on its own: one that fails (a solver that raises) comes back with
+        `error` set, and the others are answered. A `PolicyError` (the backend itself is
+        unusable: an unreachable or refusing endpoint) ends the call, as it would every
+        episode after it."""
+        return self._run(self._answer_each([list(r.messages) for r in requests], sampling))
+
+    async def _answer_each(
+        self, conversations: list[list[Any]], sampling: SamplingParams
+    ) -> list[Generation]:
+        answers = await asyncio.gather(
+            *(self.backend.chat([conversation], sampling) for conversation in conversations),
+            return_exceptions=True,
+        )
+        generations = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if isinstance(answer, PolicyError) or not isinstance(answer, Exception):
+                    raise answer  # not this episode's failure: the run's (or a cancellation)
+                error = f"{type(answer).__name__}: {answer}".removesuffix(": ")
+                generations.append(Generation([], [], "stop", error=error))
+            else:
+                generations.append(Generation([], [], answer[0].finish_reason, text=answer[0].text))
+        return generations
 
     def release(self, key: str) -> None:
         """Nothing is cached per episode."""

@@ -191,8 +191,9 @@ class TrainerConfig(Section):
     )
     save_trajectories: bool = True
     max_env_error_rate: float = Field(0.5, ge=0, le=1)
-    """A step that lost a larger share of its episodes to environment errors stops the run
-    (exit status 3, that step not saved): going on would train on next to nothing."""
+    """A step that lost a larger share of its episodes to errors (environment or agent:
+    `rollout/error_rate`) stops the run (exit status 3, that step not saved): going on would
+    train on next to nothing."""
 
 
 class TrainConfig(Section):

@@ -54,7 +54,7 @@ class TaskStats:
     def record(self, trajectories: Iterable[Trajectory]) -> None:
         """Count the episodes of one generation round."""
         for trajectory in trajectories:
-            if trajectory.finish_reason == "env_error":
+            if trajectory.errored:
                 continue
             entry = self.records.setdefault((trajectory.env, trajectory.task_id), TaskRecord())
             entry.episodes += 1

@@ -261,11 +261,17 @@ class Trainer(TrainingRun):
     def _env_error_failure(self, metrics: dict[str, float]) -> str | None:
         """Why the run must stop, when the step lost too many episodes to env errors."""
         limit = self.config.trainer.max_env_error_rate
-        if metrics["rollout/env_error_rate"] <= limit:
+        if metrics["rollout/error_rate"] <= limit:
             return None
+        episodes = metrics["rollout/episodes"]
+        lost = [
+            f"{metrics[f'rollout/{kind}_error_episodes']:.0f} of {episodes:.0f} episodes ended "
+            f"in {label} errors"
+            for kind, label in (("env", "environment"), ("agent", "agent"))
+            if metrics[f"rollout/{kind}_error_episodes"]
+        ]
         return (
-            f"step {self.step}: {metrics['rollout/env_error_episodes']:.0f} of "
-            f"{metrics['rollout/episodes']:.0f} episodes ended in environment errors "
+            f"step {self.step}: {'; '.join(lost)} "
             f"(more than trainer.max_env_error_rate={limit}; first error: "
             f"{self.first_env_error}); stopped without saving this step. Check the "
             f"environment ({self._where()}), then run the same command to resume"
@@ -273,8 +279,11 @@ class Trainer(TrainingRun):
 
     @staticmethod
     def _status(metrics: dict[str, float]) -> str:
-        errors = metrics.get("rollout/env_error_episodes", 0)
-        parts = [f"env errors {errors:.0f}/{metrics['rollout/episodes']:.0f}"] if errors else []
+        parts = []
+        for kind in ("env", "agent"):
+            errors = metrics.get(f"rollout/{kind}_error_episodes", 0)
+            if errors:
+                parts.append(f"{kind} errors {errors:.0f}/{metrics['rollout/episodes']:.0f}")
         reward = metrics.get("critic/score/mean", math.nan)
         parts.append("reward -" if math.isnan(reward) else f"reward {reward:.3f}")
         for key, label in (
@@ -422,7 +431,7 @@ class Trainer(TrainingRun):
         trajectories, scores = batch.trajectories, batch.scores
         if config.trainer.save_trajectories:
             write_jsonl(self.run_dir / "trajectories" / f"step-{step:06d}.jsonl", trajectories)
-        usable = [i for i, t in enumerate(trajectories) if t.finish_reason != "env_error"]
+        usable = [i for i, t in enumerate(trajectories) if not t.errored]
         metrics.update(
             self._rollout_metrics(
                 trajectories, scores, usable, batch.engine_stats, max(max_turns.values())
@@ -430,9 +439,7 @@ class Trainer(TrainingRun):
         )
         if self.environments.multi:
             metrics.update(self._per_environment_metrics(trajectories, scores))
-        self.first_env_error = next(
-            (t.error for t in trajectories if t.finish_reason == "env_error"), None
-        )
+        self.first_env_error = next((t.error for t in trajectories if t.errored), None)
         metrics.update(batch.reward_extra)
         if self.memory is not None:
             metrics.update(self._remember(step, trajectories))
@@ -555,7 +562,7 @@ class Trainer(TrainingRun):
         for file in files:
             if not file.is_file():
                 raise FileNotFoundError(f"memory.seed_from: {file} does not exist")
-            episodes += [t for t in read_jsonl(file) if t.finish_reason != "env_error"]
+            episodes += [t for t in read_jsonl(file) if not t.errored]
         inserted = self._summarize(episodes, 0)
         names = ", ".join(part.name for part in self.environments.parts)
         if not inserted:
@@ -569,7 +576,7 @@ class Trainer(TrainingRun):
         """Summarize the step's finished training episodes into the pool (every
         `memory.update_freq` steps); `memory/*` metrics, guided vs plain success included."""
         assert self.memory is not None
-        usable = [t for t in trajectories if t.finish_reason != "env_error"]
+        usable = [t for t in trajectories if not t.errored]
         guided = [t for t in usable if t.experience is not None]
         plain = [t for t in usable if t.experience is None]
         metrics: dict[str, float] = {"memory/guided_episodes": len(guided)}
@@ -629,7 +636,7 @@ class Trainer(TrainingRun):
         metrics: dict[str, float] = {}
         for part in self.environments.parts:
             mine = [i for i, t in enumerate(trajectories) if t.env == part.name]
-            valid = [i for i in mine if trajectories[i].finish_reason != "env_error"]
+            valid = [i for i in mine if not trajectories[i].errored]
             prefix = f"env/{part.name}"
             metrics[f"{prefix}/episodes"] = len(mine)
             metrics[f"{prefix}/env_error_episodes"] = len(mine) - len(valid)
@@ -648,7 +655,7 @@ class Trainer(TrainingRun):
         members: dict[str, list[int]] = {}
         for index, trajectory in enumerate(batch.trajectories):
             group = members.setdefault(trajectory.group_id, [])
-            if trajectory.finish_reason != "env_error":
+            if not trajectory.errored:
                 group.append(index)
         needs_peers = (
             self.config.algorithm.adv_estimator in GROUP_BASELINE_ESTIMATORS
@@ -664,7 +671,7 @@ class Trainer(TrainingRun):
         scores, extras = [], {}
         kwargs = dict(self.config.reward.custom_function.kwargs)
         for trajectory in trajectories:
-            if trajectory.finish_reason == "env_error":
+            if trajectory.errored:
                 scores.append(0.0)  # excluded from training below; never scored
                 continue
             scored = score_episode(self.reward_fn, trajectory, self.tokenizer, kwargs)
@@ -684,8 +691,13 @@ class Trainer(TrainingRun):
         valid = [trajectories[i] for i in usable]
         metrics: dict[str, float] = {
             "rollout/episodes": len(trajectories),
-            "rollout/env_error_episodes": len(trajectories) - len(usable),
-            "rollout/env_error_rate": 1 - len(usable) / max(len(trajectories), 1),
+            "rollout/env_error_episodes": sum(t.finish_reason == "env_error" for t in trajectories),
+            "rollout/agent_error_episodes": sum(
+                t.finish_reason == "agent_error" for t in trajectories
+            ),
+            "rollout/error_rate": 1 - len(usable) / max(len(trajectories), 1),
+            "rollout/env_error_rate": sum(t.finish_reason == "env_error" for t in trajectories)
+            / max(len(trajectories), 1),
             "rollout/max_turns": max_turns,
             "perf/generated_tokens": engine_stats.get("generated_tokens", 0),
         }

@@ -8,8 +8,10 @@ milliseconds for episodes whose environment answer is about to arrive.
 
 Episodes are token-in-token-out: sampled tokens are appended exactly as sampled; each
 environment answer is appended as the chat template's delta for one user message. An
-environment failure ends the episode as `env_error` with no reward (never a silent 0); a
-policy failure aborts the run (it is not the environment's fault).
+environment failure ends the episode as `env_error` with no reward (never a silent 0); any
+other exception while playing it (a solver's, the action parser's, the policy's) ends it as
+`agent_error`, with the message kept: one episode's failure never ends the run. Only a
+`PolicyError` (the policy itself is unusable, e.g. an unreachable endpoint) ends it.
 
 An episode asked to play with experience (`EpisodeRequest.with_experience`) gets the pool's
 answer for its task goal in a marked block in its first user turn; when it ends, that block
@@ -39,6 +41,7 @@ from agenttrain.policy.base import (
     Generation,
     GenerationRequest,
     Policy,
+    PolicyError,
     SamplingParams,
 )
 from agenttrain.rollout.trajectory import FinishReason, Trajectory, Turn
@@ -85,6 +88,14 @@ class ExperienceSource(Protocol):
     def __call__(self, goal: str) -> Awaitable[str]:
         """The experience text for a task goal; "" when there is none."""
         ...
+
+
+class AgentFailure(Exception):
+    """The policy answered this episode's request with an error (e.g. its solver raised)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def derive_seed(*parts: Any) -> int:
@@ -163,6 +174,11 @@ class RolloutEngine:
         env = self.env_factory()
         try:
             await self._play(env, request, trajectory)
+        except PolicyError:  # the policy itself is unusable: every episode would fail alike
+            raise
+        except Exception as failure:  # the agent's side failed: this episode's error only
+            message = failure.message if isinstance(failure, AgentFailure) else None
+            self._fail(trajectory, "agent_error", message or describe_failure(failure))
         finally:
             self._strip_experience(trajectory)
             await self._close(env)
@@ -275,6 +291,8 @@ class RolloutEngine:
             messages=conversation,
         )
         generation = await self._generate(request)
+        if generation.error is not None:
+            raise AgentFailure(generation.error)
         cut_off = generation.finish_reason == "length"
         if self.template is None:
             return generation.text or "", 0, cut_off
@@ -315,13 +333,17 @@ class RolloutEngine:
         try:
             return await asyncio.wait_for(call, self.config.env_timeout_s)
         except Exception as failure:  # any environment failure is classified, never scored
-            trajectory.finish_reason = "env_error"
-            trajectory.reward = None
-            trajectory.success = False
-            trajectory.error = describe_failure(failure)
+            self._fail(trajectory, "env_error", describe_failure(failure))
             return None
         finally:
             self.stats["env_s"] += time.perf_counter() - started
+
+    @staticmethod
+    def _fail(trajectory: Trajectory, reason: FinishReason, message: str) -> None:
+        trajectory.finish_reason = reason
+        trajectory.reward = None
+        trajectory.success = False
+        trajectory.error = message
 
     @staticmethod
     async def _close(env: Environment) -> None:

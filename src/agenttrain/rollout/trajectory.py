@@ -14,14 +14,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-FinishReason = Literal["done", "max_turns", "context_limit", "env_error", "format_error"]
+FinishReason = Literal[
+    "done", "max_turns", "context_limit", "env_error", "agent_error", "format_error"
+]
 FINISH_REASONS: tuple[FinishReason, ...] = (
     "done",
     "max_turns",
     "context_limit",
     "env_error",
+    "agent_error",
     "format_error",
 )
+ERROR_REASONS: frozenset[str] = frozenset({"env_error", "agent_error"})
+"""Episodes that ended in a failure, not in play: no reward, never scored, always counted.
+env_error: the environment (or its server) failed; agent_error: the agent's side raised (a
+solver, an action parser, a chat backend, the policy)."""
 
 
 @dataclass
@@ -61,17 +68,22 @@ class Trajectory:
     response_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     reward: float | None = 0.0
-    """The episode's reward (the last step's, as AgentGym reports it); None on env_error."""
+    """The episode's reward (the last step's, as AgentGym reports it); None on an error."""
     success: bool = False
     finish_reason: FinishReason | None = None
     error: str | None = None
-    """What went wrong, for env_error episodes."""
+    """What went wrong, for env_error and agent_error episodes."""
     task_info: dict[str, Any] = field(default_factory=dict)
     """What the environment said about the task at reset (e.g. TextCraft's goal and depth)."""
     timing: dict[str, float] = field(default_factory=dict)
     experience: str | None = None
     """Experience shown in the first user turn while playing (None: played without). It is
     not in `messages` or `prompt_ids`: training sees the prompt without it."""
+
+    @property
+    def errored(self) -> bool:
+        """Ended in an environment or agent failure (see ERROR_REASONS): not scored."""
+        return self.finish_reason in ERROR_REASONS
 
     @property
     def num_turns(self) -> int:

@@ -7,6 +7,8 @@ import socket
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
+from typing import Any
 
 import uvicorn
 
@@ -73,15 +75,18 @@ def serve(
     log_level: str = "warning",
     access_log: bool = False,
     workers: int | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> None:
     """Serve `env` until interrupted; open sessions are closed on shutdown. `workers` runs
-    sessions in that many worker processes (SciWorld always uses them)."""
+    sessions in that many worker processes (SciWorld always uses them); every instance is
+    built with `env_kwargs`."""
     app = create_app(
         env,
         max_sessions=max_sessions,
         session_ttl_s=session_ttl_s,
         token=token,
         workers=workers,
+        env_kwargs=env_kwargs,
     )
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
@@ -92,6 +97,7 @@ def serve(
         f"Serving {spec.display_name} on {url} (AgentGym '{spec.protocol.id_field}' dialect; "
         f"max {max_sessions} sessions; idle sessions closed after {session_ttl_s:.0f} s; "
         f"token {'required' if token else 'off'}"
+        + (f"; options {dict(env_kwargs)}" if env_kwargs else "")
         + (f"; up to {app.state.pool.size} worker processes" if app.state.pool else "")
         + "). Ctrl-C stops it.",
         file=sys.stderr,

@@ -10,10 +10,11 @@ an optional bearer token, and ids that are never reused.
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Annotated, Any
 
 import orjson
@@ -131,10 +132,12 @@ def create_app(
     token: str | None = None,
     reap_interval_s: float | None = None,
     workers: int | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> FastAPI:
-    """The server app for one in-process environment. With `workers` (and always for an
-    environment registered with `process_workers`, SciWorld), sessions run in a pool of that
-    many worker processes: a crashed worker fails only its own sessions."""
+    """The server app for one in-process environment, each instance built with `env_kwargs`
+    (e.g. BabyAI's `agentgym_compat=True`). With `workers` (and always for an environment
+    registered with `process_workers`, SciWorld), sessions run in a pool of that many worker
+    processes: a crashed worker fails only its own sessions."""
     entry = registration(env_name)
     if entry.factory is None:
         raise ValueError(
@@ -142,9 +145,11 @@ def create_app(
         )
     spec = entry.spec
     proto = spec.protocol
+    kwargs = dict(env_kwargs or {})
+    entry.check_options(kwargs)
     pool_size = workers or entry.process_workers
-    pool = WorkerPool(spec.name, pool_size, entry.defaults) if pool_size else None
-    factory = pool.environment if pool is not None else entry.build
+    pool = WorkerPool(spec.name, pool_size, {**entry.defaults, **kwargs}) if pool_size else None
+    factory = pool.environment if pool is not None else functools.partial(entry.build, **kwargs)
     store = SessionStore(factory, max_sessions=max_sessions, ttl_s=session_ttl_s)
     interval = reap_interval_s if reap_interval_s is not None else min(30.0, session_ttl_s / 4)
     started = time.time()
