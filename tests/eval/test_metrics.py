@@ -189,3 +189,13 @@ def test_differences_to_first_name_the_baseline_and_every_later_model():
     assert differences["b"]["success_rate"]["estimate"] == pytest.approx(0.5)
     assert differences["b"]["success_rate"]["excludes_zero"] is True
     assert differences["c"]["mean_reward"]["excludes_zero"] is False
+
+
+def test_no_scored_episode_is_no_result_not_a_success_rate_of_zero():
+    failed = [episode(0, False, finish="env_error"), episode(1, False, finish="agent_error")]
+    summary = summarize(failed)
+    assert summary["scored_episodes"] == 0
+    assert summary["success_rate"] is None and summary["mean_reward"] is None
+    assert summary["success_rate_all"] == 0.0  # over every episode: both failed
+    assert summary["env_errors"] == 1 and summary["agent_errors"] == 1
+    assert summarize([])["success_rate_all"] is None
