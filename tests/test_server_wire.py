@@ -319,3 +319,34 @@ def test_an_action_that_is_not_valid_utf8_does_not_poison_the_session(textcraft_
         f"{textcraft_url}/step", json={"id": session, "action": "inventory"}, timeout=10
     ).json()
     assert step["observation"].startswith("Inventory")
+
+
+@pytest.mark.parametrize(
+    ("env", "action"), [("sqlgym", "SELECT 1"), ("searchqa", "<answer>nobody</answer>")]
+)
+def test_sqlgym_and_searchqa_rewards_are_json_floats_as_agentgym_sends_them(env, action):
+    from agenttrain.envs import get_spec
+
+    proto = get_spec(env).protocol
+    with serve_in_thread(create_app(env)) as url:
+        created = requests.post(f"{url}/create", json={}, timeout=10).json()
+        body = {proto.id_field: created, proto.task_field: 0}
+        requests.post(f"{url}/reset", json=body, timeout=10).raise_for_status()
+        answer = requests.post(
+            f"{url}/step", json={proto.id_field: created, "action": action}, timeout=10
+        )
+    assert re.search(rb'"reward":0\.0[,}]', answer.content), answer.content
+
+
+@pytest.mark.parametrize(("env", "field"), [("babyai", "data_idx"), ("searchqa", "id")])
+def test_a_reset_without_its_task_is_refused_with_422_like_agentgym(env, field):
+    from agenttrain.envs import get_spec
+
+    proto = get_spec(env).protocol
+    with serve_in_thread(create_app(env)) as url:
+        created = requests.post(f"{url}/create", json={}, timeout=10).json()
+        session = created if isinstance(created, int) else created[proto.id_field]
+        answer = requests.post(f"{url}/reset", json={proto.id_field: session}, timeout=10)
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"] == ["body", field]
+    assert answer.json()["detail"][0]["msg"] == "Field required"

@@ -77,6 +77,11 @@ class WireProtocol:
     id_field: Literal["id", "env_idx"] = "id"
     task_field: str = "data_idx"
     """Field of `POST /reset` that selects the task."""
+    task_required: bool = False
+    """AgentGym's `/reset` refuses a body without `task_field` (422); False: it defaults to 0."""
+    float_rewards: bool = False
+    """Rewards go out as JSON floats (1.0, 0.0), as AgentGym's SQLGym and SearchQA send them;
+    False: integral values as ints (AgentGym's TextCraft sends 0/1)."""
     create_body: Mapping[str, Any] | None = None
     """JSON body AgentGym's client sends to `/create` (None: no body)."""
     create_task_field: str | None = None

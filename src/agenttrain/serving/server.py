@@ -107,8 +107,11 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-def wire_number(value: float) -> float | int:
-    """AgentGym's TextCraft sends rewards as ints (0/1); keep integral values integral."""
+def wire_number(value: float, as_float: bool = False) -> float | int:
+    """A reward as AgentGym's server for the environment types it: TextCraft's integral
+    values as ints (0/1); SQLGym's and SearchQA's always floats (`as_float`)."""
+    if as_float:
+        return float(value)
     return int(value) if float(value).is_integer() else value
 
 
@@ -181,8 +184,9 @@ def create_app(
 
     guard = [Depends(_bearer_guard(token))] if token else []
     id_field = proto.id_field
+    task_default = ... if proto.task_required else 0  # AgentGym's 422, or its default
     ResetRequest = _request_model(
-        "ResetRequest", {id_field: (int, ...), proto.task_field: (int, 0)}
+        "ResetRequest", {id_field: (int, ...), proto.task_field: (int, task_default)}
     )
     StepRequest = _request_model("StepRequest", {id_field: (int, ...), "action": (str, ...)})
     CloseRequest = _request_model("CloseRequest", {id_field: (int, ...)})
@@ -242,7 +246,7 @@ def create_app(
 
     @app.get("/detail", dependencies=guard)
     async def detail(session_id: Annotated[int, Query(alias=id_field)]) -> Response:
-        return await _with_session(session_id, lambda s: _const(JSON(_detail(s))))
+        return await _with_session(session_id, lambda s: _const(JSON(_detail(proto, s))))
 
     def _query_route(name: str) -> Callable[[int], Awaitable[Response]]:
         async def answer(session_id: Annotated[int, Query(alias=id_field)]) -> Response:
@@ -293,7 +297,7 @@ def create_app(
         session.fields.update({k: result.info.get(k) for k in proto.step_info_fields})
         payload: dict[str, Any] = {
             proto.step_observation_field: result.observation,
-            "reward": wire_number(result.reward),
+            "reward": wire_number(result.reward, proto.float_rewards),
             **{k: session.fields[k] for k in proto.step_info_fields},
             "done": result.done,
         }
@@ -329,33 +333,33 @@ def _reset_payload(spec: EnvSpec, session: Session) -> Any:
         return [session.observation, None]
     if proto.reset_returns == "text":
         return session.observation
-    return {name: _field(session, name) for name in proto.reset_fields}
+    return {name: _field(proto, session, name) for name in proto.reset_fields}
 
 
 def _observation(proto: WireProtocol, session: Session) -> Any:
     """`GET /observation`: the text, or AgentGym's object where the protocol has one."""
     if not proto.observation_fields:
         return session.observation
-    return {name: _field(session, name) for name in proto.observation_fields}
+    return {name: _field(proto, session, name) for name in proto.observation_fields}
 
 
-def _field(session: Session, name: str) -> Any:
+def _field(proto: WireProtocol, session: Session, name: str) -> Any:
     """A named wire field of the session: its own state, or the environment's extra."""
     own = {
         "id": session.id,
         "observation": session.observation,
-        "reward": wire_number(session.reward),
+        "reward": wire_number(session.reward, proto.float_rewards),
         "done": session.done,
         "deleted": False,
     }
     return own[name] if name in own else session.fields.get(name)
 
 
-def _detail(session: Session) -> dict[str, Any]:
+def _detail(proto: WireProtocol, session: Session) -> dict[str, Any]:
     return {
         "observation": session.observation,
         "done": session.done,
-        "reward": wire_number(session.reward),
+        "reward": wire_number(session.reward, proto.float_rewards),
         "deleted": False,
     }
 

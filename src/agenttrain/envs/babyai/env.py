@@ -25,6 +25,7 @@ SPEC = EnvSpec(
     default_max_turns=20,
     action_format="react",
     protocol=WireProtocol(
+        task_required=True,  # AgentGym answers 422 to a /reset without data_idx
         root_text="This is environment BabyAI.",
         reset_fields=("observation", "reward", "score", "deleted", "done"),
         step_info_fields=("score",),

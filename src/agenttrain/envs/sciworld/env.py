@@ -55,6 +55,7 @@ SPEC = EnvSpec(
     default_max_turns=30,
     action_format="react",
     protocol=WireProtocol(
+        task_required=True,  # AgentGym answers 422 to a /reset without data_idx
         root_text="This is environment ScienceWorld.",
         first_observation="task_and_observation",
         reset_fields=(
