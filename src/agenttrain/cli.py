@@ -864,6 +864,8 @@ def demos(
     except (ValidationError, ValueError, KeyError, PolicyError, EnvError) as problem:
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
+    if result.not_kept:
+        console.print(result.not_kept_line(), markup=False, highlight=False)
     console.print(
         f"kept {result.kept} of {result.episodes} episodes (successful ones), "
         f"{result.turns} turns -> {result.out}\n"

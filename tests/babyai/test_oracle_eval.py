@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from typer.testing import CliRunner
 
@@ -62,3 +63,18 @@ def test_an_option_the_environment_does_not_take_is_refused_by_serve():
     assert result.exit_code == 2
     assert "takes no option agentgym" in output
     assert "agentgym_compat (default False)" in output
+
+
+def test_demos_end_in_bounded_time_and_report_a_solver_past_its_budget(tmp_path):
+    """minigrid's bot never finishes planning train task 188 (position 102): the oracle's
+    budget turns it into a recorded failure that `demos` reports (issue 24)."""
+    position = get_spec("babyai").split("train").index(188)
+    out = tmp_path / "demos.jsonl"
+    args = ["--env", "babyai", "--split", "train", "--tasks", str(position), "--out", str(out)]
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, ["demos", *args])
+    assert time.perf_counter() - started < 120
+    output = " ".join(result.output.split())
+    assert result.exit_code == 1  # nothing to keep
+    assert "not kept: 1 agent_error (task 188: BudgetExceeded: the BabyAI oracle ran past" in output
+    assert out.read_text() == ""

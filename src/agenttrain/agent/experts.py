@@ -11,16 +11,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
+from agenttrain.agent.budget import time_budget
 from agenttrain.agent.formats import ActionFormat
 from agenttrain.envs import EnvSpec, get_spec, registrations
 from agenttrain.envs.actions import PlannedAction
 from agenttrain.policy.base import ChatMessage, PolicyError, SamplingParams, TextGeneration
 
+SOLVER_BUDGET_S = 10.0
+"""Seconds an oracle may think about one turn. Plans take well under a second (under one
+second for a whole episode of the slowest built-in oracle); past the budget the episode
+ends as an `agent_error`."""
+
 
 class OracleExpert:
     """The oracle of `env` (its spec, or its registered name) as a chat backend (`ChatBackend`)."""
 
-    def __init__(self, env: EnvSpec | str, action_format: ActionFormat) -> None:
+    def __init__(
+        self, env: EnvSpec | str, action_format: ActionFormat, budget_s: float = SOLVER_BUDGET_S
+    ) -> None:
         spec = get_spec(env) if isinstance(env, str) else env
         if spec.oracle is None:
             known = ", ".join(r.spec.name for r in registrations() if r.spec.oracle) or "none"
@@ -30,8 +38,15 @@ class OracleExpert:
         self._plan = lru_cache(maxsize=4096)(spec.oracle.plan)
         self._follow = spec.oracle.follow
         self.format = action_format
+        self.budget_s = budget_s
+        self._what = f"the {spec.display_name} oracle"
 
     def next_step(self, conversation: Sequence[ChatMessage]) -> PlannedAction:
+        """The next step of the oracle's plan, within `budget_s` (else `BudgetExceeded`)."""
+        with time_budget(self.budget_s, self._what):
+            return self._next_step(conversation)
+
+    def _next_step(self, conversation: Sequence[ChatMessage]) -> PlannedAction:
         for index, message in enumerate(conversation):
             if message.role == "user" and self.marker in message.content:
                 if self._follow is not None:

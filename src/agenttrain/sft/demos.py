@@ -8,7 +8,8 @@ JSONL that `agenttrain sft` reads. The test split is refused.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -24,6 +25,19 @@ class DemoResult:
     episodes: int
     kept: int
     turns: int
+    not_kept: dict[str, int] = field(default_factory=dict)
+    """Episodes left out, by finish reason (unsolved ones: `max_turns`, `done` with no
+    success, ...; failed ones: `agent_error`, `env_error`)."""
+    errors: list[str] = field(default_factory=list)
+    """'task N: message' of each episode that failed (a solver over its budget, a server)."""
+
+    def not_kept_line(self) -> str:
+        """What was left out and why, in one line ('' when every episode was kept)."""
+        if not self.not_kept:
+            return ""
+        reasons = ", ".join(f"{count} {reason}" for reason, count in self.not_kept.items())
+        shown = "; ".join(self.errors[:5]) + (" …" if len(self.errors) > 5 else "")
+        return f"not kept: {reasons}" + (f" ({shown})" if shown else "")
 
 
 def write_demos(config: EvalConfig, out: Path, console: Console | None = None) -> DemoResult:
@@ -39,4 +53,12 @@ def write_demos(config: EvalConfig, out: Path, console: Console | None = None) -
         episodes = list(read_jsonl(result.episodes_path))
     kept = [episode for episode in episodes if episode.success]
     write_jsonl(out, kept)
-    return DemoResult(out, len(episodes), len(kept), sum(e.num_turns for e in kept))
+    left = [e for e in episodes if not e.success]
+    return DemoResult(
+        out,
+        len(episodes),
+        len(kept),
+        sum(e.num_turns for e in kept),
+        dict(Counter(str(e.finish_reason) for e in left).most_common()),
+        [f"task {e.task_id}: {e.error}" for e in left if e.errored],
+    )
