@@ -21,8 +21,8 @@ class BudgetExceeded(Exception):
 
 
 @contextmanager
-def time_budget(seconds: float, what: str) -> Iterator[None]:
-    """Run the block in this thread for at most `seconds`; past it, `BudgetExceeded` naming
+def time_budget(limit_s: float, what: str) -> Iterator[None]:
+    """Run the block in this thread for at most `limit_s`; past it, `BudgetExceeded` naming
     `what` is raised inside the block."""
     thread_id = threading.get_ident()
     lock = threading.Lock()
@@ -34,13 +34,13 @@ def time_budget(seconds: float, what: str) -> Iterator[None]:
                 state["fired"] = True
                 _raise_in(thread_id, BudgetExceeded)
 
-    timer = threading.Timer(seconds, expire)
+    timer = threading.Timer(limit_s, expire)
     timer.daemon = True
     timer.start()
     try:
         yield
     except BudgetExceeded:
-        raise BudgetExceeded(f"{what} ran past its {seconds:g} s budget") from None
+        raise BudgetExceeded(f"{what} ran past its {limit_s:g} s budget") from None
     finally:
         timer.cancel()
         with lock:
@@ -48,7 +48,7 @@ def time_budget(seconds: float, what: str) -> Iterator[None]:
             if state["fired"]:
                 _raise_in(thread_id, None)  # withdraw an exception not yet delivered
     if state["fired"]:  # it fired as the block returned: the budget was spent all the same
-        raise BudgetExceeded(f"{what} ran past its {seconds:g} s budget")
+        raise BudgetExceeded(f"{what} ran past its {limit_s:g} s budget")
 
 
 def _raise_in(thread_id: int, exception: type[BaseException] | None) -> None:

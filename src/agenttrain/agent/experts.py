@@ -18,9 +18,8 @@ from agenttrain.envs.actions import PlannedAction
 from agenttrain.policy.base import ChatMessage, PolicyError, SamplingParams, TextGeneration
 
 SOLVER_BUDGET_S = 10.0
-"""Seconds an oracle may think about one turn. Plans take well under a second (under one
-second for a whole episode of the slowest built-in oracle); past the budget the episode
-ends as an `agent_error`."""
+"""Time (s) an oracle may think about one turn. A whole episode's plan takes under 1 s for
+the slowest built-in oracle; past the budget the episode ends as an `agent_error`."""
 
 
 class OracleExpert:
