@@ -200,3 +200,29 @@ def test_an_episode_over_a_server_leaves_no_session_open(textcraft_url):
 
     assert asyncio.run(run())[-1] == 1.0
     assert open_sessions() == before
+
+
+def test_sessions_abandoned_under_other_interaction_objects_are_closed_too():
+    """verl 0.7.1 builds an interaction object per trajectory: the sessions of episodes cut
+    by response_length belong to objects nobody calls again (issue 23: 4 opened, 0 closed)."""
+    register("counting-largest-verl", CountingLargest, replace=True)
+    CountingLargest.open = 0
+    kwargs = {"name": "agenttrain", "env": "counting-largest-verl"}
+    config = {"session_ttl_s": 0.05}
+
+    async def run():
+        try:
+            for index in range(4):  # four trajectories, each cut before the episode ended
+                cut = interaction_module.AgentTrainInteraction(dict(config))
+                await cut.start_interaction(f"cut-{index}", task_id=index, **kwargs)
+            assert CountingLargest.open == 4
+            await asyncio.sleep(0.1)
+            later = interaction_module.AgentTrainInteraction(dict(config))
+            await later.start_interaction("later", task_id=9, **kwargs)
+            assert CountingLargest.open == 1  # only the new trajectory's session is open
+            await later.finalize_interaction()
+            assert CountingLargest.open == 0
+        finally:
+            await workers.close_sources()
+
+    asyncio.run(run())

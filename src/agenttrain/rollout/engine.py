@@ -45,6 +45,7 @@ from agenttrain.policy.base import (
     SamplingParams,
 )
 from agenttrain.rollout.trajectory import FinishReason, Trajectory, Turn
+from agenttrain.rollout.turns import EpisodeTurns, TurnRules
 
 
 class RolloutConfig(BaseModel):
@@ -189,7 +190,27 @@ class RolloutEngine:
     async def _play(
         self, env: Environment, request: EpisodeRequest, trajectory: Trajectory
     ) -> None:
-        first = await self._env_call(env.reset(request.task_id), trajectory)
+        rules = TurnRules(
+            self.config.env_timeout_s,
+            self.config.max_format_errors,
+            request.max_turns or self.max_turns,
+            self.config.reward,
+        )
+        turns = EpisodeTurns(self.spec, self.format, env, rules)
+        try:
+            await self._play_turns(turns, request, trajectory)
+        finally:
+            self.stats["env_s"] += turns.env_s
+        trajectory.finish_reason = turns.finish
+        trajectory.reward = turns.episode_reward()
+        trajectory.success = turns.succeeded()
+        trajectory.error = turns.error
+
+    async def _play_turns(
+        self, turns: EpisodeTurns, request: EpisodeRequest, trajectory: Trajectory
+    ) -> None:
+        """The episode's turns; the token bookkeeping is here, the turn logic in `turns`."""
+        first = await turns.reset(request.task_id)
         if first is None:
             return
         described = self.spec.describe(first.text) if self.spec.describe else {}
@@ -204,59 +225,39 @@ class RolloutEngine:
         trajectory.messages.append({"role": "user", "content": content})
         if self.template is not None:
             trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages)
-        consecutive_errors, last_reward, total_reward = 0, 0.0, 0.0
-        turn_limit = request.max_turns or self.max_turns
         while True:
-            if trajectory.num_turns >= turn_limit:
-                return self._finish(trajectory, "max_turns", last_reward, total_reward)
+            if turns.out_of_turns():
+                return turns.end("max_turns")
             start = len(trajectory.response_ids)
             reply, new_tokens, cut_off = await self._model_turn(trajectory)
             span = (start, start + new_tokens) if self.template is not None else None
             if reply is None:
-                return self._finish(trajectory, "context_limit", last_reward, total_reward)
+                return turns.end("context_limit")
             trajectory.messages.append({"role": "assistant", "content": reply})
-            parsed = self.format.parse(reply)
-            if parsed.action is None:
-                turn = Turn(
+            result = await turns.play(reply)
+            if result.finish == "env_error":
+                return
+            trajectory.turns.append(
+                Turn(
                     reply,
-                    None,
-                    parsed.feedback or "",
-                    0.0,
-                    False,
-                    parsed.format_error,
-                    new_tokens,
-                    cut_off,
-                    span,
-                )
-                consecutive_errors = consecutive_errors + 1 if parsed.format_error else 0
-            else:
-                result = await self._env_call(env.step(parsed.action), trajectory)
-                if result is None:
-                    return
-                turn = Turn(
-                    reply,
-                    parsed.action,
+                    result.action,
                     result.observation,
                     result.reward,
                     result.done,
-                    False,
+                    result.format_error,
                     new_tokens,
                     cut_off,
                     span,
                 )
-                consecutive_errors = 0
-                last_reward, total_reward = result.reward, total_reward + result.reward
-            trajectory.turns.append(turn)
-            if turn.done:
-                return self._finish(trajectory, "done", last_reward, total_reward)
-            if consecutive_errors >= self.config.max_format_errors:
-                return self._finish(trajectory, "format_error", last_reward, total_reward)
+            )
+            if result.finish is not None:
+                return
             if self.template is not None:
-                delta = self.template.user_turn_ids(turn.observation)
+                delta = self.template.user_turn_ids(result.observation)
                 if self._room(trajectory) - len(delta) < 2:  # no room for another model turn
-                    return self._finish(trajectory, "context_limit", last_reward, total_reward)
+                    return turns.end("context_limit")
                 self._append(trajectory, delta, None)
-            trajectory.messages.append({"role": "user", "content": turn.observation})
+            trajectory.messages.append({"role": "user", "content": result.observation})
 
     def _strip_experience(self, trajectory: Trajectory) -> None:
         """Put the first observation back without the experience block, and rebuild the prompt
@@ -318,25 +319,6 @@ class RolloutEngine:
         trajectory.response_ids += ids
         trajectory.response_mask += [0 if logprobs is None else 1] * len(ids)
         trajectory.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
-
-    def _finish(
-        self, trajectory: Trajectory, reason: FinishReason, last: float, total: float
-    ) -> None:
-        trajectory.finish_reason = reason
-        rule = self.config.reward or self.spec.episode_reward
-        trajectory.reward = total if rule == "sum" else last
-        trajectory.success = reason == "done" and trajectory.reward >= self.spec.success_reward
-
-    async def _env_call(self, call: Any, trajectory: Trajectory) -> Any:
-        """Await an environment call under the timeout; a failure ends the episode."""
-        started = time.perf_counter()
-        try:
-            return await asyncio.wait_for(call, self.config.env_timeout_s)
-        except Exception as failure:  # any environment failure is classified, never scored
-            self._fail(trajectory, "env_error", describe_failure(failure))
-            return None
-        finally:
-            self.stats["env_s"] += time.perf_counter() - started
 
     @staticmethod
     def _fail(trajectory: Trajectory, reason: FinishReason, message: str) -> None:

@@ -25,7 +25,6 @@ connection pool (verl builds a new agent-loop object for every trajectory).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -33,11 +32,11 @@ from typing import Any
 
 from agenttrain.agent.formats import ActionFormat, get_format
 from agenttrain.envs import EnvSpec, get_spec
-from agenttrain.envs.base import Environment, StepResult, describe_failure
+from agenttrain.envs.base import Environment, describe_failure
 from agenttrain.integrations.verl import require_verl
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
 from agenttrain.integrations.verl.workers import environment_source
-from agenttrain.rollout.trajectory import FinishReason
+from agenttrain.rollout.turns import EpisodeTurns, TurnRules
 
 require_verl("the agenttrain agent loop")
 
@@ -82,11 +81,11 @@ class AgentTrainAgentLoop(AgentLoopBase):
         spec = get_spec(str(extra["env"]))
         action_format = get_format(self.settings.action_format, spec)
         source = await environment_source(spec.name, self.settings)
-        episode = _Episode(self, spec, action_format, int(extra["task_id"]), sampling_params)
         env = source.environment()
+        episode = _Episode(self, spec, action_format, int(extra["task_id"]), sampling_params, env)
         started = time.perf_counter()
         try:
-            await episode.play(env, [dict(m) for m in kwargs["raw_prompt"]])
+            await episode.play([dict(m) for m in kwargs["raw_prompt"]])
         finally:
             with contextlib.suppress(Exception):  # closing must not fail a finished episode
                 await env.close()
@@ -101,7 +100,7 @@ if AGENT_NAME not in _agent_loop_registry:
 
 
 class _Episode:
-    """The token bookkeeping and the turn loop of one episode."""
+    """The token bookkeeping of one episode; the turn logic is `rollout.turns`."""
 
     def __init__(
         self,
@@ -110,27 +109,39 @@ class _Episode:
         action_format: ActionFormat,
         task_id: int,
         sampling_params: dict[str, Any],
+        env: Environment,
     ) -> None:
         self.loop = loop
         self.spec = spec
-        self.format = action_format
         self.task_id = task_id
         self.sampling_params = sampling_params
-        self.settings = loop.settings
+        self.settings = settings = loop.settings
+        rules = TurnRules(
+            settings.env_timeout_s,
+            settings.max_format_errors,
+            settings.max_turns or spec.default_max_turns,
+            settings.reward,
+        )
+        self.turns = EpisodeTurns(spec, action_format, env, rules)
         self.request_id = uuid.uuid4().hex
         self.prompt_ids: list[int] = []
         self.ids: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] = []
-        self.turn_rewards: list[float] = []
-        self.turns = 0
-        self.format_errors = 0
-        self.finish_reason: FinishReason = "max_turns"
-        self.error: str | None = None
         self.generate_s = 0.0
 
-    async def play(self, env: Environment, messages: list[dict[str, Any]]) -> None:
-        first = await self._env_call(env.reset(self.task_id))
+    async def play(self, messages: list[dict[str, Any]]) -> None:
+        """Play to the end; any exception on the agent's side is this episode's agent_error."""
+        try:
+            await self._play(messages)
+        except Exception as failure:  # one episode's failure, never the batch's
+            self.turns.end("agent_error", describe_failure(failure))
+        if self.turns.finish is None:
+            self.turns.end("max_turns")
+
+    async def _play(self, messages: list[dict[str, Any]]) -> None:
+        turns = self.turns
+        first = await turns.reset(self.task_id)
         if first is None:
             return
         already = messages and messages[-1] == {"role": "user", "content": first.text}
@@ -138,43 +149,23 @@ class _Episode:
             messages.append({"role": "user", "content": first.text})
         self.prompt_ids = await self.loop.ct_build_initial_tokens(messages)
         self.ids = list(self.prompt_ids)
-        turn_limit = self.settings.max_turns or self.spec.default_max_turns
-        consecutive_errors = 0
-        while self.turns < turn_limit:
+        while not turns.out_of_turns():
             budget = self.loop.response_length - len(self.mask)
             if budget < 2:
-                self.finish_reason = "context_limit"
-                return
+                return turns.end("context_limit")
             reply = await self._model_turn(budget)
-            self.turns += 1
-            parsed = self.format.parse(reply)
-            if parsed.action is None:
-                observation, reward, done = parsed.feedback or "", 0.0, False
-                self.format_errors += parsed.format_error
-                consecutive_errors = consecutive_errors + 1 if parsed.format_error else 0
-            else:
-                result: StepResult | None = await self._env_call(env.step(parsed.action))
-                if result is None:
-                    return
-                observation, reward, done = result.observation, result.reward, result.done
-                consecutive_errors = 0
-            self.turn_rewards.append(float(reward))
-            if done:
-                self.finish_reason = "done"
-                return
-            if consecutive_errors >= self.settings.max_format_errors:
-                self.finish_reason = "format_error"
+            result = await turns.play(reply)
+            if result.finish is not None:
                 return
             # The reply is already in the token stream: take `previous` including it, so only
             # the observation is new context (else the reply is re-tokenized with mask 0).
             messages.append({"role": "assistant", "content": reply})
             previous = list(messages)
-            messages.append({"role": "user", "content": observation})
+            messages.append({"role": "user", "content": result.observation})
             merged, self.mask, self.logprobs = await self.loop.ct_merge_context_msg(
                 previous, messages, self.ids, self.mask, self.logprobs
             )
             self.ids = list(merged.token_ids)
-        self.finish_reason = "max_turns"
 
     async def _model_turn(self, budget: int) -> str:
         params = dict(self.sampling_params)
@@ -191,50 +182,36 @@ class _Episode:
         self.ids = list(merged.token_ids)
         return self.loop.tokenizer.decode(out.token_ids, skip_special_tokens=True)
 
-    async def _env_call(self, call: Any) -> Any:
-        """An environment call under the timeout; a failure ends the episode as env_error."""
-        try:
-            return await asyncio.wait_for(call, self.settings.env_timeout_s)
-        except Exception as failure:  # classified and reported, never scored
-            self.error = describe_failure(failure)
-            self.finish_reason = "env_error"
-            return None
-
     def output(self, wall_s: float) -> AgentLoopOutput:
-        env_error = self.finish_reason == "env_error"
+        turns = self.turns
         prompt_ids = self.prompt_ids
         if not prompt_ids:  # the reset failed: a one-token placeholder verl can pad
             prompt_ids = [self.loop.tokenizer.pad_token_id or 0]
         response_ids = self.ids[len(self.prompt_ids) :][: self.loop.response_length]
         mask = self.mask[: len(response_ids)]
-        if env_error:
+        if turns.errored:
             mask = [0] * len(mask)  # excluded from the loss, never a score
-        if (self.settings.reward or self.spec.episode_reward) == "sum":
-            reward = sum(self.turn_rewards)
-        else:
-            reward = self.turn_rewards[-1] if self.turn_rewards else 0.0
-        success = (
-            self.finish_reason == "done" and reward >= self.spec.success_reward and not env_error
-        )
-        score = 0.0 if env_error else float(reward)
+        reward = turns.episode_reward()
+        score = 0.0 if reward is None else float(reward)
         return AgentLoopOutput(
             prompt_ids=prompt_ids,
             response_ids=response_ids,
             response_mask=mask,
             response_logprobs=self.logprobs[: len(response_ids)],
             reward_score=None if self.settings.reward_function else score,
-            num_turns=2 * self.turns + 1,
+            num_turns=2 * turns.turns + 1,
             metrics={"generate_sequences": self.generate_s, "tool_calls": wall_s - self.generate_s},
             extra_fields={
-                "turn_scores": list(self.turn_rewards),
+                "turn_scores": list(turns.rewards),
                 "env_reward": score,
                 "tool_rewards": [],
                 "agenttrain_env": self.spec.name,
                 "agenttrain_task_id": self.task_id,
-                "finish_reason": self.finish_reason,
-                "env_error": int(env_error),
-                "env_error_message": self.error or "",
-                "format_errors": self.format_errors,
-                "success": int(success),
+                "finish_reason": turns.finish,
+                "env_error": int(turns.finish == "env_error"),
+                "agent_error": int(turns.finish == "agent_error"),
+                "env_error_message": turns.error or "",
+                "format_errors": turns.format_errors,
+                "success": int(turns.succeeded()),
             },
         )

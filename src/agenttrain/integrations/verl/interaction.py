@@ -24,18 +24,18 @@ Configured with verl's interaction YAML:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenttrain.agent.formats import ActionFormat, get_format
-from agenttrain.envs import EnvSpec, get_spec
-from agenttrain.envs.base import Environment, describe_failure
+from agenttrain.agent.formats import get_format
+from agenttrain.envs import get_spec
+from agenttrain.envs.base import describe_failure
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
 from agenttrain.integrations.verl.workers import environment_source
+from agenttrain.rollout.turns import EpisodeTurns, TurnRules
 
 try:  # verl <= 0.7: be a real subclass, so isinstance checks hold
     from verl.interactions.base import BaseInteraction as _Base  # type: ignore[import-not-found]
@@ -47,17 +47,16 @@ SESSION_TTL_S = 900.0
 
 @dataclass
 class _Session:
-    spec: EnvSpec
-    format: ActionFormat
-    env: Environment
+    turns: EpisodeTurns
     task_id: int
-    turn_scores: list[float] = field(default_factory=list)
-    turns: int = 0
-    consecutive_format_errors: int = 0
-    finish_reason: str | None = None
-    error: str | None = None
     last_used: float = field(default_factory=time.monotonic)
     closed: bool = False
+
+
+_LIVE: dict[str, _Session] = {}
+"""Every session of this process, whichever interaction object opened it: verl 0.7 builds a
+new interaction per trajectory, so a per-object table never saw the sessions of episodes
+that other trajectories abandoned (cut by `response_length`), and they leaked (issue 23)."""
 
 
 class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
@@ -68,7 +67,9 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
         self.name: str = self.config.pop("name", AGENT_NAME)
         self.session_ttl_s = float(self.config.pop("session_ttl_s", SESSION_TTL_S))
         self.settings = LoopSettings(**self.config)
-        self.sessions: dict[str, _Session] = {}
+        self.sessions = _LIVE
+        self._opened: set[str] = set()
+        """Ids this object opened: what a finalize without an id closes."""
 
     async def start_interaction(self, instance_id: str | None = None, **kwargs: Any) -> str:
         """Reset an environment to the row's task (`env`, `task_id` in interaction_kwargs)."""
@@ -81,13 +82,21 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
             )
         spec = get_spec(str(kwargs["env"]))
         source = await environment_source(spec.name, self.settings)
-        action_format = get_format(self.settings.action_format, spec)
-        session = _Session(spec, action_format, source.environment(), int(kwargs["task_id"]))
+        settings = self.settings
+        rules = TurnRules(
+            settings.env_timeout_s,
+            settings.max_format_errors,
+            settings.max_turns or spec.default_max_turns,
+            settings.reward,
+        )
+        turns = EpisodeTurns(
+            spec, get_format(settings.action_format, spec), source.environment(), rules
+        )
+        session = _Session(turns, int(kwargs["task_id"]))
         self.sessions[instance_id] = session
-        try:
-            await asyncio.wait_for(session.env.reset(session.task_id), self.settings.env_timeout_s)
-        except Exception as failure:
-            await self._end(session, "env_error", failure)
+        self._opened.add(instance_id)
+        if await turns.reset(session.task_id) is None:
+            await self._close(session)
         return instance_id
 
     async def generate_response(
@@ -96,76 +105,52 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
         """Step the environment with the last assistant message's action."""
         session = self.sessions[instance_id]
         session.last_used = time.monotonic()
-        if session.finish_reason is not None:
+        turns = session.turns
+        if turns.finish is not None:
             return True, "", 0.0, self._details(session)
         reply = next((m["content"] for m in reversed(messages) if m["role"] == "assistant"), "")
-        session.turns += 1
-        parsed = session.format.parse(str(reply))
-        if parsed.action is None:
-            session.consecutive_format_errors += parsed.format_error
-            session.turn_scores.append(0.0)
-            if session.consecutive_format_errors >= self.settings.max_format_errors:
-                await self._end(session, "format_error")
-            elif session.turns >= self._turn_limit(session):
-                await self._end(session, "max_turns")
-            done = session.finish_reason is not None
-            return done, parsed.feedback or "", 0.0, self._details(session)
-        session.consecutive_format_errors = 0
         try:
-            result = await asyncio.wait_for(
-                session.env.step(parsed.action), self.settings.env_timeout_s
-            )
-        except Exception as failure:
-            await self._end(session, "env_error", failure)
+            result = await turns.play(str(reply))
+        except Exception as failure:  # the agent's side (the parser) failed: this episode's
+            turns.end("agent_error", describe_failure(failure))
+            await self._close(session)
             return True, "", 0.0, self._details(session)
-        session.turn_scores.append(float(result.reward))
-        if result.done:
-            await self._end(session, "done")
-        elif session.turns >= self._turn_limit(session):
-            await self._end(session, "max_turns")
-        terminate = session.finish_reason is not None
-        return terminate, result.observation, float(result.reward), self._details(session)
+        if result.finish is None and turns.out_of_turns():
+            turns.end("max_turns")
+        if turns.finish is not None:
+            await self._close(session)
+        return turns.finish is not None, result.observation, result.reward, self._details(session)
 
     async def calculate_score(self, instance_id: str | None = None, **kwargs: Any) -> float:
-        """The episode's reward (the last step's, or the sum); 0.0 for an env error, which
-        `_details(...)["env_error"]` flags so it can be excluded rather than scored."""
+        """The episode's reward (the last step's, or the sum); 0.0 for an env or agent error,
+        which `_details(...)` flags so it can be excluded rather than scored."""
         session = self._one(instance_id)
-        if session is None or session.finish_reason == "env_error" or not session.turn_scores:
-            return 0.0
-        if (self.settings.reward or session.spec.episode_reward) == "sum":
-            return sum(session.turn_scores)
-        return session.turn_scores[-1]
+        reward = session.turns.episode_reward() if session is not None else None
+        return 0.0 if reward is None else float(reward)
 
     async def finalize_interaction(self, instance_id: str | None = None, **kwargs: Any) -> None:
-        """Close the instance's session (all sessions when no id is given) and forget it."""
-        ids = [instance_id] if instance_id is not None else list(self.sessions)
+        """Close the instance's session (without an id: every session this object opened)
+        and forget it."""
+        ids = [instance_id] if instance_id is not None else list(self._opened)
         for key in ids:
+            self._opened.discard(key)
             session = self.sessions.pop(key, None)
             if session is not None:
                 await self._close(session)
 
     # -- internals -------------------------------------------------------------------------
 
-    def _turn_limit(self, session: _Session) -> int:
-        return self.settings.max_turns or session.spec.default_max_turns
-
     def _one(self, instance_id: str | None) -> _Session | None:
         if instance_id is not None:
             return self.sessions.get(instance_id)
         return next(reversed(self.sessions.values()), None) if len(self.sessions) == 1 else None
-
-    async def _end(self, session: _Session, reason: str, failure: Exception | None = None) -> None:
-        session.finish_reason = reason
-        if failure is not None:
-            session.error = describe_failure(failure)
-        await self._close(session)
 
     @staticmethod
     async def _close(session: _Session) -> None:
         if not session.closed:
             session.closed = True
             with contextlib.suppress(Exception):  # closing must not fail the episode
-                await session.env.close()
+                await session.turns.env.close()
 
     async def _close_idle(self) -> None:
         """Close sessions verl abandoned (it never calls finalize_interaction)."""
@@ -177,15 +162,14 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
 
     @staticmethod
     def _details(session: _Session) -> dict[str, Any]:
-        reward = session.turn_scores[-1] if session.turn_scores else 0.0
+        turns = session.turns
         return {
-            "agenttrain_env": session.spec.name,
+            "agenttrain_env": turns.spec.name,
             "agenttrain_task_id": session.task_id,
-            "finish_reason": session.finish_reason or "",
-            "env_error": int(session.finish_reason == "env_error"),
-            "env_error_message": session.error or "",
-            "turn_scores": list(session.turn_scores),
-            "success": int(
-                session.finish_reason == "done" and reward >= session.spec.success_reward
-            ),
+            "finish_reason": turns.finish or "",
+            "env_error": int(turns.finish == "env_error"),
+            "agent_error": int(turns.finish == "agent_error"),
+            "env_error_message": turns.error or "",
+            "turn_scores": list(turns.rewards),
+            "success": int(turns.succeeded()),
         }
