@@ -95,8 +95,9 @@ def test_generation_stops_at_the_end_of_a_turn_never_at_its_start(tiny_model, to
     assert im_start not in policy.decoder.stop_ids
 
 
-def test_generation_stops_at_a_stop_token_and_keeps_it(tiny_model, tokenizer):
-    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+@pytest.mark.parametrize("decode", ["arena", "graph"])
+def test_generation_stops_at_a_stop_token_and_keeps_it(tiny_model, tokenizer, decode):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny", decode=decode)
     prompt = prompts_for(policy, 1)[0]
     greedy = SamplingParams(temperature=0.0, max_new_tokens=8)
     free = policy.generate([GenerationRequest(prompt)], greedy)[0]

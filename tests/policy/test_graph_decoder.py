@@ -108,18 +108,6 @@ def test_rows_with_other_limits_leave_and_the_rest_go_on(tiny_model, tokenizer):
     assert graph.decoder.stats["host_syncs"] <= math.ceil(max(limits) / SYNC_EVERY) + 1
 
 
-def test_a_stop_token_ends_its_row_and_is_kept(tiny_model, tokenizer):
-    policy = graph_policy(tiny_model, tokenizer)
-    prompt = prompts_for(policy, 1)[0]
-    greedy = SamplingParams(temperature=0.0, max_new_tokens=8)
-    free = policy.generate([GenerationRequest(prompt)], greedy)[0]
-    assert free.finish_reason == "length" and len(free.token_ids) == 8
-    policy.decoder.stop_ids = frozenset({free.token_ids[2]})
-    stopped = policy.generate([GenerationRequest(prompt)], greedy)[0]
-    assert stopped.token_ids == free.token_ids[: free.token_ids.index(free.token_ids[2]) + 1]
-    assert stopped.finish_reason == "stop"
-
-
 def test_an_idle_episode_keeps_its_cache_while_others_decode(tiny_model, tokenizer):
     """Slot 0 idles (its episode waits for the environment) while slot 1 decodes: the step
     runs over slots [0, 2) and must not write into slot 0's columns."""

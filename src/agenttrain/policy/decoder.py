@@ -236,32 +236,53 @@ class LlamaFamilyDecoder:
             None if c == 1 else self._causal_mask(s, c) for s, c in zip(starts, counts, strict=True)
         ]
         slot_mask = self._slot_mask(slots, [s + 1 for s in starts]) if all_slots else None
-        total = len(ids)
         x = self.embed(ids)
         cos, sin = self.rotary(x[None], positions[None])
         cos, sin = cos[0], sin[0]
-        for index, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(total, self.q_heads, self.head_dim)
-            k = attn.k_proj(h).view(total, self.kv_heads, self.head_dim)
-            v = attn.v_proj(h).view(total, self.kv_heads, self.head_dim)
-            if hasattr(attn, "q_norm"):  # Qwen3 normalises queries and keys per head
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
-            arena.k[index][slot_index, :, positions] = k.to(self.cache_dtype)
-            arena.v[index][slot_index, :, positions] = v.to(self.cache_dtype)
+        for index in range(len(self.layers)):
+            q = self._project(index, x, cos, sin, slot_index, positions)
             if slot_mask is not None:
                 out = self._attend_slots(q, index, slots, slot_mask)
             else:
                 out = self._attend_rows(q, index, slots, starts, counts, masks)
-            x = x + attn.o_proj(out.reshape(total, -1).to(self.weight_dtype))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            x = self._finish_layer(index, x, out)
         for slot, row_tokens in zip(slots, tokens, strict=True):
             arena.tokens[slot].extend(row_tokens)
             arena.touch(slot)
         last = torch.tensor(counts, device=device).cumsum(0) - 1
         return self.norm(x[last])
+
+    def _project(
+        self,
+        index: int,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        slots: torch.Tensor,
+        columns: torch.Tensor,
+    ) -> torch.Tensor:
+        """Layer `index`'s queries [rows, heads, head_dim] for the rows of `x`; their keys
+        and values are written into the arena at (slots[i], columns[i])."""
+        layer = self.layers[index]
+        attn = layer.self_attn
+        rows = x.shape[0]
+        h = layer.input_layernorm(x)
+        q = attn.q_proj(h).view(rows, self.q_heads, self.head_dim)
+        k = attn.k_proj(h).view(rows, self.kv_heads, self.head_dim)
+        v = attn.v_proj(h).view(rows, self.kv_heads, self.head_dim)
+        if hasattr(attn, "q_norm"):  # Qwen3 normalises queries and keys per head
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
+        self.arena.k[index][slots, :, columns] = k.to(self.cache_dtype)
+        self.arena.v[index][slots, :, columns] = v.to(self.cache_dtype)
+        return q
+
+    def _finish_layer(self, index: int, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """The residual stream after layer `index`: attention output projected, then the MLP."""
+        layer = self.layers[index]
+        projected = layer.self_attn.o_proj(attended.reshape(x.shape[0], -1).to(self.weight_dtype))
+        x = x + projected
+        return x + layer.mlp(layer.post_attention_layernorm(x))
 
     def _causal_mask(self, start: int, count: int) -> torch.Tensor:
         keys = torch.arange(start + count, device=self.device)

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from agenttrain.atomic import atomic_folder
 from agenttrain.policy.base import PolicyError
 
 CONVERSION_VERSION = 2
@@ -107,9 +106,7 @@ def convert(gguf_path: Path, target: Path) -> None:
     plain = AutoModelForCausalLM.from_config(config)
     plain.load_state_dict(loaded.state_dict())
     _pin_config(plain.generation_config, tokens)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
+    with atomic_folder(target) as staging:
         plain.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         verify(staging, tokens)
@@ -122,12 +119,6 @@ def convert(gguf_path: Path, target: Path) -> None:
             "dtype": "float32",
         }
         (staging / PROVENANCE).write_text(json.dumps(provenance, indent=2))
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
 
 
 def _pin_tokenizer(tokenizer: Any, tokens: SpecialTokens) -> None:

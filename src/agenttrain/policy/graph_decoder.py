@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from agenttrain.policy.base import Generation, GenerationRequest, SamplingParams
 from agenttrain.policy.decoder import LlamaFamilyDecoder, _Work
@@ -117,17 +116,8 @@ class GraphDecoder(LlamaFamilyDecoder):
         x = self.embed(tokens)
         cos, sin = self.rotary(x[None], write_at[None])
         cos, sin = cos[0], sin[0]
-        for index, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(count, self.q_heads, self.head_dim)
-            k = attn.k_proj(h).view(count, self.kv_heads, self.head_dim)
-            v = attn.v_proj(h).view(count, self.kv_heads, self.head_dim)
-            if hasattr(attn, "q_norm"):  # Qwen3 normalises queries and keys per head
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
-            arena.k[index][rows, :, write_at] = k.to(self.cache_dtype)
-            arena.v[index][rows, :, write_at] = v.to(self.cache_dtype)
+        for index in range(len(self.layers)):
+            q = self._project(index, x, cos, sin, rows, write_at)
             queries = q.view(count, self.kv_heads, self.groups, self.head_dim)
             out = torch.nn.functional.scaled_dot_product_attention(
                 queries.to(self.cache_dtype),
@@ -136,8 +126,7 @@ class GraphDecoder(LlamaFamilyDecoder):
                 attn_mask=mask,
                 scale=self.scaling,
             )
-            x = x + attn.o_proj(out.reshape(count, -1).to(self.weight_dtype))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            x = self._finish_layer(index, x, out)
         logits = self.head(self.norm(x))
         self._advance(shape, logits, count)
 

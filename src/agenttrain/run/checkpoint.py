@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agenttrain.atomic import atomic_folder
 from agenttrain.run.config import RESUME_VALUES
 
 PREFIX = "step-"
@@ -65,10 +65,8 @@ def save(
     `generation`: how the model was asked to act (env, action format, token and turn limits,
     system prompt), recorded in model/agenttrain.json so `agenttrain eval` asks the same."""
     root = checkpoints_dir(run_dir)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step}"
-    staging = Path(tempfile.mkdtemp(prefix=f".{PREFIX}{step}-", dir=root))
-    try:
+    with atomic_folder(final) as staging:
         model_dir = staging / "model"
         model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
@@ -77,12 +75,6 @@ def save(
             meta[GENERATION] = {k: v for k, v in generation.items() if v is not None}
         (model_dir / "agenttrain.json").write_text(json.dumps(meta, indent=2))
         torch.save({**state, "step": step, "rng": rng_state()}, staging / "trainer_state.pt")
-        if final.exists():
-            shutil.rmtree(final)
-        staging.rename(final)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     (root / "latest").write_text(final.name)
     for old in sorted(root.glob(f"{PREFIX}*"), key=_step_of)[:-keep]:
         shutil.rmtree(old)
