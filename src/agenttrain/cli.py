@@ -895,12 +895,11 @@ def recipe(
 
     Example: agenttrain recipe configs/textcraft_recipe.yaml
     """
-    from agenttrain.config import load
-    from agenttrain.recipe import Recipe, RecipeConfig
+    from agenttrain.recipe import Recipe, load_recipe
     from agenttrain.run.runtime import RunFailed
 
     try:
-        plan = Recipe(load(RecipeConfig, config, overrides or []), console)
+        plan = Recipe(load_recipe(config, overrides or []), console)
         report = plan.run()
     except (*_set_up_errors(), ValueError) as problem:
         console.print(f"[red]error:[/] {problem}")

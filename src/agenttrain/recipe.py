@@ -1,7 +1,9 @@
 """`agenttrain recipe`: demonstrations -> SFT -> GRPO -> evaluation of each stage.
 
 Every stage writes into one run folder and is skipped when it already finished, so an
-interrupted recipe continues where it stopped. The base model, the SFT checkpoint and the
+interrupted recipe continues where it stopped. A finished stage is reused only with the
+settings it ran with (`stages.json`, `run/stages.py`); other settings are refused, naming the
+changed keys and the folders to remove. The base model, the SFT checkpoint and the
 SFT+GRPO checkpoint are evaluated on the same held-out tasks and seeds; `report.md` holds
 the comparison table and plot.
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +28,7 @@ from agenttrain.eval.runner import EvalConfig, parse_ranges
 from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.config import RunConfig, Section
+from agenttrain.run.stages import StageRecords
 
 
 class DemosStage(Section):
@@ -72,6 +76,36 @@ class RecipeConfig(Section):
 
 
 STAGES = ("base", "SFT", "SFT+GRPO")
+TRAINING_STAGES = ("sft", "grpo")
+
+
+def load_recipe(path: Path, overrides: Sequence[str] = ()) -> RecipeConfig:
+    """The recipe with command-line overrides. A stage's override list given on the command
+    line is composed with the recipe file's, key by key (last wins), not swapped for it:
+    `'grpo.overrides=[trainer.total_steps=16]'` keeps the recipe's temperature, group size and
+    the rest. (To undo a recipe's key, override it with the value you want.)"""
+    config = config_io.load(RecipeConfig, path, overrides)
+    given = {s for s in TRAINING_STAGES if any(o.startswith(f"{s}.overrides=") for o in overrides)}
+    if not given:
+        return config
+    others = [o for o in overrides if not o.startswith(tuple(f"{s}.overrides=" for s in given))]
+    base = config_io.load(RecipeConfig, path, others)
+    updates = {}
+    for stage in given:
+        mine = getattr(config, stage)
+        merged = compose_overrides(getattr(base, stage).overrides, mine.overrides)
+        updates[stage] = mine.model_copy(update={"overrides": merged})
+    return config.model_copy(update=updates)
+
+
+def compose_overrides(base: Sequence[str], given: Sequence[str]) -> list[str]:
+    """`base` then `given`, one entry per dotted key, the last one winning."""
+    merged: dict[str, str] = {}
+    for item in [*base, *given]:
+        key = item.split("=", 1)[0].strip()
+        merged.pop(key, None)
+        merged[key] = item
+    return list(merged.values())
 
 
 class Recipe:
@@ -106,6 +140,7 @@ class Recipe:
         ]
         config_io.load(TrainConfig, config.grpo.config, self.grpo_overrides)
         self.timings: dict[str, float] = {}
+        self.records = StageRecords(self.out)
 
     def run(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -132,7 +167,9 @@ class Recipe:
     def make_demos(self) -> Path:
         from agenttrain.sft.demos import write_demos
 
+        settings = self.stage_settings("demos")
         if self.demos_path.exists():
+            self._reuse("demos", settings, self.demos_path, "sft", "grpo", "eval")
             self.console.print(f"using the demonstrations in {self.demos_path}")
             return self.demos_path
         demos = self.config.demos
@@ -147,19 +184,23 @@ class Recipe:
         staging = self.demos_path.with_suffix(".partial")
         result = write_demos(solver_config, staging, self.console)
         staging.rename(self.demos_path)
+        self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")
         return self.demos_path
 
     def train_sft(self) -> str:
         from agenttrain.sft.trainer import SFTTrainer
 
+        settings = self.stage_settings("SFT")
         done = checkpoint.finished(self.sft_config.run.out_dir)
         if done is None:
             SFTTrainer(self.sft_config, self.console).train()
             done = checkpoint.finished(self.sft_config.run.out_dir)
             if done is None:
                 raise KeyboardInterrupt  # stopped by Ctrl-C; the checkpoint is kept
+            self.records.record("SFT", settings)
         else:
+            self._reuse("SFT", settings, self.out / "sft", "grpo", "eval")
             self.console.print(f"SFT already finished: {done['checkpoint']}")
         return str(done["checkpoint"])
 
@@ -170,6 +211,7 @@ class Recipe:
         config = config_io.load(
             TrainConfig, self.config.grpo.config, [*self.grpo_overrides, f"model.path={start}"]
         )
+        settings = self.stage_settings("GRPO", config.model_dump(mode="json"))
         done = checkpoint.finished(config.run.out_dir)
         if done is None:
             trainer = Trainer(config, self.console)
@@ -177,9 +219,33 @@ class Recipe:
             done = checkpoint.finished(config.run.out_dir)
             if done is None:
                 raise KeyboardInterrupt
+            self.records.record("GRPO", settings)
         else:
+            self._reuse("GRPO", settings, self.out / "grpo", "eval")
             self.console.print(f"GRPO already finished: {done['checkpoint']}")
         return str(done["checkpoint"])
+
+    def stage_settings(self, stage: str, own: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What a stage's result depends on: its own resolved settings and, nested, those of
+        the stage it starts from (as recorded when that stage finished)."""
+        if stage == "demos":
+            demos = self.config.demos.model_dump(mode="json")
+            return {"demos": demos, "seed": self.config.run.seed}
+        if stage == "SFT":
+            own = self.sft_config.model_dump(mode="json")
+            return {"sft": own, "demos": self.records.get("demos") or self.stage_settings("demos")}
+        if stage == "GRPO":
+            return {"grpo": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
+        upstream = {"base": None, "SFT": "SFT", "SFT+GRPO": "GRPO"}[stage]
+        return {"eval": own, "model": self.records.get(upstream) if upstream else None}
+
+    def _reuse(self, stage: str, settings: dict[str, Any], folder: Path, *later: str) -> None:
+        """Refuse to reuse a finished stage that ran with other settings."""
+        if not self.records.check(stage, settings, folder, [self.out / name for name in later]):
+            self.console.print(
+                f"[yellow]{folder} has no record of its settings (made before they were "
+                "recorded): reused as it is[/]"
+            )
 
     def eval_config(self, models: list[str]) -> EvalConfig:
         settings = self.config.eval
@@ -211,14 +277,18 @@ class Recipe:
         results = []
         for label, model in models.items():
             folder = config.out / slug(model)
+            samples = self.config.eval.base_n if label == "base" else None
+            single = config.model_copy(update={"models": [model], "n": samples or config.n})
+            own = single.model_dump(mode="json", exclude={"out"})
+            settings = self.stage_settings(label, own)
             if (folder / "summary.json").exists():
+                self._reuse(f"eval {label}", settings, folder)
                 summary = json.loads((folder / "summary.json").read_text())
                 results.append(ModelResult(model, summary, folder / "episodes.jsonl", 0.0))
                 self.console.print(f"{label}: already evaluated ({folder})")
                 continue
-            samples = self.config.eval.base_n if label == "base" else None
-            single = config.model_copy(update={"models": [model], "n": samples or config.n})
             results += evaluate(single, self.console)
+            self.records.record(f"eval {label}", settings)
         (config.out / "summary.json").write_text(
             json.dumps({r.model: r.summary for r in results}, indent=2)
         )

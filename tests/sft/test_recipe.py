@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -73,6 +74,21 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     assert again.exit_code == 0, again.output
     assert "SFT already finished" in again.output and "GRPO already finished" in again.output
     assert "already evaluated" in again.output
+    recorded = (out / "results.json").read_text()
+
+    # A rerun with other settings never reuses (and reports) a stage that ran with the old
+    # ones: it names the changed keys and the folders to remove (issue 28).
+    for extra, changed, folders in (
+        (["sft.overrides=[optim.lr=1e-5]"], "sft.optim.lr 0.001 -> 1e-05", "sft and"),
+        (["grpo.overrides=[actor.lr=1e-6]"], "grpo.actor.lr", "grpo and"),
+        (["eval.temperature=0.1"], "eval.temperature 0.6 -> 0.1", "eval"),
+    ):
+        refused = runner.invoke(app, [*arguments, *extra], env={"COLUMNS": "400"})
+        output = " ".join(refused.output.split())
+        assert refused.exit_code == 2, refused.output
+        assert changed in output and "ran with other settings" in output, output
+        assert f"Remove {out}/{folders}" in output
+    assert (out / "results.json").read_text() == recorded  # nothing was touched
 
 
 def test_an_unreadable_override_value_is_a_config_error():
@@ -83,3 +99,19 @@ def test_an_unreadable_override_value_is_a_config_error():
     )
     assert result.exit_code == 2
     assert "override 'sft.overrides': cannot read" in result.output
+
+
+def test_a_command_line_stage_override_list_adds_to_the_recipes_own():
+    from agenttrain.recipe import load_recipe
+
+    recipe = load_recipe(
+        Path("configs/textcraft_recipe.yaml"),
+        ["eval.n=4", "grpo.overrides=[trainer.total_steps=16,data.group_size=4]"],
+    )
+    overrides = recipe.grpo.overrides
+    assert "trainer.total_steps=16" in overrides and "trainer.total_steps=6" not in overrides
+    assert "data.group_size=4" in overrides and "data.group_size=8" not in overrides
+    # the recipe's other GRPO settings stay (the README's example used to drop them all)
+    assert "sampling.temperature=0.6" in overrides
+    assert "algorithm.filter_groups.enabled=true" in overrides
+    assert recipe.sft.overrides == ["eval.after_training=false"]

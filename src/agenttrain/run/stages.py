@@ -1,0 +1,75 @@
+"""What each finished stage of a multi-stage run (a recipe) ran with, so a rerun cannot reuse
+a stage whose settings changed and report the new settings for old results.
+
+Each stage's record holds its own resolved settings and, nested, the record of the stage it
+started from: a changed SFT stage therefore also shows up as a change of every stage after it
+("sft.optim.lr" in the GRPO stage's record), even when only the SFT folder was removed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agenttrain.run.history import config_changes, describe_changes
+
+RECORD_FILE = "stages.json"
+
+
+class StageChanged(ValueError):
+    """A finished stage ran with other settings than the ones asked for now."""
+
+
+class StageRecords:
+    """`<run>/stages.json`: stage name -> the settings it finished with."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / RECORD_FILE
+        self.records: dict[str, Any] = (
+            json.loads(self.path.read_text()) if self.path.exists() else {}
+        )
+
+    def get(self, stage: str) -> dict[str, Any] | None:
+        return self.records.get(stage)
+
+    def check(
+        self, stage: str, settings: Mapping[str, Any], folder: Path, later: Sequence[Path] = ()
+    ) -> bool:
+        """Before reusing a finished stage: refuse when it ran with other settings. False when
+        the stage has no record (a folder from before records were kept): reused as it is."""
+        recorded = self.records.get(stage)
+        if recorded is None:
+            return False
+        settings = json.loads(json.dumps(dict(settings), default=str))
+        changes = config_changes(recorded, dict(settings))
+        added = _keys(settings) - _keys(recorded)
+        if changes or added:
+            listed = describe_changes(changes) or ""
+            if added:
+                listed = ", ".join(filter(None, [listed, f"new: {', '.join(sorted(added))}"]))
+            remove = " and ".join(str(p) for p in (folder, *later))
+            raise StageChanged(
+                f"{folder} ran with other settings ({listed}). Remove {remove} to run "
+                "again with the new settings, or choose another run.out_dir"
+            )
+        return True
+
+    def record(self, stage: str, settings: Mapping[str, Any]) -> None:
+        """Record a stage that just finished (written at once, atomically)."""
+        self.records[stage] = json.loads(json.dumps(dict(settings), default=str))
+        staging = self.path.with_suffix(".partial")
+        staging.write_text(json.dumps(self.records, indent=2) + "\n")
+        staging.replace(self.path)
+
+
+def _keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
+    keys = set()
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            keys |= _keys(value, f"{name}.")
+        else:
+            keys.add(name)
+    return keys
