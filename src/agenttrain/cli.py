@@ -743,6 +743,7 @@ def _set_up_errors() -> tuple[type[Exception], ...]:
     from agenttrain.policy.base import PolicyError
     from agenttrain.rl.rewards import RewardFunctionError
     from agenttrain.run.checkpoint import CheckpointError
+    from agenttrain.run.lock import RunFolderBusy
     from agenttrain.run.tracking import TrackerError
     from agenttrain.sft.data import DataError
     from agenttrain.sft.guard import HeldOutLeak
@@ -750,6 +751,7 @@ def _set_up_errors() -> tuple[type[Exception], ...]:
     return (
         ConfigError,
         CheckpointError,
+        RunFolderBusy,
         DataError,
         HeldOutLeak,
         RewardFunctionError,
@@ -775,11 +777,16 @@ def _run_trainer(build: Callable[[], Any]) -> None:
     except _set_up_errors() as problem:
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
+    from agenttrain.run.lock import RunFolderBusy
+
     try:
         trainer.train()
     except RunFailed as failure:
         console.print(f"[red]error:[/] {failure}", highlight=False)
         raise typer.Exit(failure.exit_code) from None
+    except RunFolderBusy as busy:
+        console.print(f"[red]error:[/] {busy}", highlight=False)
+        raise typer.Exit(2) from None
     if trainer.stop_requested:
         raise typer.Exit(trainer.stop.exit_code)
 

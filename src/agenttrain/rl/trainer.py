@@ -53,6 +53,7 @@ from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
 from agenttrain.run import checkpoint
+from agenttrain.run.lock import ensure_free
 from agenttrain.run.runtime import (
     GracefulStop,
     RunFailed,
@@ -75,6 +76,7 @@ class Trainer(TrainingRun):
         self.config = config
         self.console = console or Console()
         self.run_dir = config.run.out_dir
+        ensure_free(self.run_dir)  # before anything is loaded
         self.environments = RunEnvironments.build(
             config.environments,
             seed=config.run.seed,
@@ -200,9 +202,8 @@ class Trainer(TrainingRun):
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def train(self) -> Path:
+    def _train(self) -> Path:
         config = self.config
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.record_config(config_io.dump(config))
         tracker = Tracker(
             config.trainer.loggers,

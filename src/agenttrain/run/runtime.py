@@ -173,6 +173,17 @@ class TrainingRun:
     resume_from: Path | None
     config_changes: dict[str, tuple[Any, Any]]
 
+    def train(self) -> Path:
+        """Train in the run folder, as its only writer (`run.lock`); returns the folder."""
+        from agenttrain.run.lock import run_lock
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with run_lock(self.run_dir, self.console):
+            return self._train()
+
+    def _train(self) -> Path:
+        raise NotImplementedError
+
     def _check_resume_config(self, allow_change: bool) -> dict[str, tuple[Any, Any]]:
         """Before anything is loaded: refuse to resume with other settings than the run's
         (unless allowed or harmless); the changes, if any."""

@@ -22,6 +22,7 @@ from agenttrain.logprobs import logprobs_at
 from agenttrain.modeling import autocast, build_trainable
 from agenttrain.policy.chat import ChatTemplate
 from agenttrain.run import checkpoint
+from agenttrain.run.lock import ensure_free
 from agenttrain.run.runtime import (
     GracefulStop,
     TrainingRun,
@@ -48,6 +49,7 @@ class SFTTrainer(TrainingRun):
         self.config = config
         self.console = console or Console()
         self.run_dir = config.run.out_dir
+        ensure_free(self.run_dir)  # before anything is loaded
         self.device = torch.device(config.model.device)
         self.resume_from = checkpoint.resume_point(self.run_dir, config.trainer.resume)
         self.config_changes = self._check_resume_config(allow_config_change)
@@ -207,9 +209,8 @@ class SFTTrainer(TrainingRun):
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def train(self) -> Path:
+    def _train(self) -> Path:
         config = self.config
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.record_config(config_io.dump(config))
         tracker = Tracker(
             config.trainer.loggers,
