@@ -299,10 +299,21 @@ def eval_command(
         ),
     ] = 0.05,
     out: Annotated[
-        Path | None, typer.Option(help="Output folder (default runs/eval-<time>).")
+        Path | None,
+        typer.Option(
+            help="Output folder (default runs/eval-<time>). An evaluation stopped there "
+            "continues with the episodes it lacks."
+        ),
     ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(help="Discard an evaluation of a model in --out made with other settings."),
+    ] = False,
 ) -> None:
     """Evaluate one or more models on the same tasks and seeds: success, pass@k, avg@k, report.
+
+    Episodes are kept as they end: after Ctrl-C (or SIGTERM) the same command with the same
+    --out plays only the missing ones.
 
     A checkpoint recorded how its model was trained to act (environment, action format,
     token and turn limits, system prompt); those are the defaults of the matching flags.
@@ -322,6 +333,7 @@ def eval_command(
         ENV_ERROR_EXIT_CODE,
         SETTING_FLAGS,
         EvalConfig,
+        EvalStopped,
         builtin_settings,
         describe_settings,
         evaluate,
@@ -374,11 +386,16 @@ def eval_command(
             openai_base_url=openai_base_url,
             max_env_error_rate=max_env_error_rate,
             out=out or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S"),
+            replace=replace,
         )
         results = evaluate(config, console)
     except (ValidationError, ValueError, KeyError, PolicyError, EnvError) as problem:
         console.print(f"[red]error:[/] {problem}", highlight=False)
         raise typer.Exit(2) from None
+    except EvalStopped as stopped:
+        again = "" if out else f" (add --out {config.out})"
+        console.print(f"[yellow]{stopped}{again}[/]", highlight=False)
+        raise typer.Exit(stopped.exit_code) from None
     from agenttrain.envs import get_spec
 
     report = write_report(

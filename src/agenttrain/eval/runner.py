@@ -10,6 +10,7 @@ import asyncio
 import gc
 import json
 import shutil
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,11 +24,12 @@ from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec
 from agenttrain.envs.source import EnvSource
 from agenttrain.eval.metrics import differences_to_first, summarize
+from agenttrain.eval.resume import ModelFolder, episode_key
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.loader import load_policy
 from agenttrain.policy.models import resolve
 from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig, RolloutEngine
-from agenttrain.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
+from agenttrain.rollout.trajectory import Trajectory, read_jsonl
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import progress_display
 
@@ -59,6 +61,8 @@ class EvalConfig(BaseModel):
         description="largest share of env-error episodes a model's scores may rest on",
     )
     out: Path = Path("runs/eval")
+    replace: bool = False
+    """Discard a model's earlier evaluation in `out` made with other settings (else refused)."""
 
 
 PLAIN_PROGRESS_LINES = 20
@@ -221,7 +225,6 @@ def slug(model: str) -> str:
 
 def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelResult]:
     console = console or Console()
-    spec = get_spec(config.env)
     tasks = select_tasks(config.env, config.split, config.tasks)
     requests = [
         EpisodeRequest(task, group_id=f"{task}-s{seed}", sample=sample, seed=seed)
@@ -242,21 +245,21 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelRe
     loop = asyncio.new_event_loop()  # one loop, so one HTTP pool serves every model
     created = not config.out.exists()
     results: list[ModelResult] = []
+    stop = StopSignals(loop)
     try:
-        loop.run_until_complete(envs.open(tasks))  # wrong or incomplete servers fail here
-        config.out.mkdir(parents=True, exist_ok=True)
-        (config.out / "config.json").write_text(config.model_dump_json(indent=2))
-        for model in models:
-            console.print(
-                f"[bold]{model}[/]: {len(tasks)} {spec.display_name} tasks × "
-                f"{config.n} samples × {len(config.seeds)} seeds = {len(requests)} episodes "
-                f"({envs.describe()})"
-            )
-            results.append(_evaluate_model(config, envs, loop, model, requests, console))
-            gc.collect()
+        with stop:
+            _evaluate_all(config, envs, loop, tasks, models, requests, results, console)
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C or SIGTERM: keep what finished
+        _cancel_pending(loop)  # the episodes in flight close their sessions
+        kept = sum(len(f.read_text().splitlines()) for f in config.out.glob("*/episodes*.jsonl"))
+        raise EvalStopped(
+            f"stopped; {kept} finished episodes are kept in {config.out}; run the same "
+            "command again to play the rest",
+            128 + (stop.signum or signal.SIGINT),
+        ) from None
     except BaseException:
-        if created and not results:  # a failed eval leaves no empty run folder behind
-            shutil.rmtree(config.out, ignore_errors=True)
+        if created and not any(config.out.glob("*/episodes*.jsonl")):
+            shutil.rmtree(config.out, ignore_errors=True)  # a failed eval leaves no empty folder
         raise
     finally:
         loop.run_until_complete(envs.aclose())
@@ -271,6 +274,84 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelRe
     return results
 
 
+def _evaluate_all(
+    config: EvalConfig,
+    envs: EnvSource,
+    loop: asyncio.AbstractEventLoop,
+    tasks: list[int],
+    models: list[str],
+    requests: list[EpisodeRequest],
+    results: list[ModelResult],
+    console: Console,
+) -> None:
+    spec = get_spec(config.env)
+    loop.run_until_complete(envs.open(tasks))  # wrong or incomplete servers fail here
+    config.out.mkdir(parents=True, exist_ok=True)
+    (config.out / "config.json").write_text(config.model_dump_json(indent=2))
+    for model in models:
+        console.print(
+            f"[bold]{model}[/]: {len(tasks)} {spec.display_name} tasks × "
+            f"{config.n} samples × {len(config.seeds)} seeds = {len(requests)} episodes "
+            f"({envs.describe()})"
+        )
+        results.append(_evaluate_model(config, envs, loop, model, requests, console))
+        gc.collect()
+
+
+class EvalStopped(Exception):
+    """Ctrl-C or SIGTERM stopped an evaluation; what finished is kept."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class StopSignals:
+    """Ctrl-C and SIGTERM during an evaluation: while episodes play, cancel them (each closes
+    its environment session as it unwinds); otherwise raise KeyboardInterrupt. A second
+    signal stops at once."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: leave signals alone
+                break
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        first = self.signum is None
+        self.signum = signum
+        if first and self.loop.is_running():
+            self.loop.call_soon_threadsafe(_cancel_all, self.loop)
+            return
+        raise KeyboardInterrupt
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+
+
+def _cancel_pending(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the episodes in flight and let them close their sessions."""
+    # the task the interrupt landed in is done (with it): only the others are waited for
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
 def _evaluate_model(
     config: EvalConfig,
     envs: EnvSource,
@@ -279,6 +360,48 @@ def _evaluate_model(
     requests: list[EpisodeRequest],
     console: Console,
 ) -> ModelResult:
+    spec = get_spec(config.env)
+    settings = config.model_dump(mode="json", exclude={"models", "out", "replace"})
+    record = ModelFolder(config.out / slug(model), {**settings, "model": model}, config.replace)
+    done = record.finished()
+    todo = [r for r in requests if episode_key(r.task_id, r.seed, r.sample) not in done]
+    if done:
+        console.print(f"{len(done)} episodes already played, {len(todo)} to go ({record.folder})")
+    started = time.perf_counter()
+    trajectories, engine_stats, has_tokens = (
+        _play(config, envs, loop, model, todo, console, record) if todo else ([], {}, True)
+    )
+    wall = time.perf_counter() - started
+    played = {**done, **{episode_key(t.task_id, t.seed, t.sample): t for t in trajectories}}
+    ordered = [played[episode_key(r.task_id, r.seed, r.sample)] for r in requests]
+    episodes = record.complete(ordered)
+    summary = summarize(ordered, group_by=spec.breakdown_key)
+    generate_s = engine_stats.get("generate_s") or 1e-9
+    summary.update(
+        model=model,
+        env=config.env,
+        split=config.split,
+        wall_s=round(wall, 2),
+        generate_s=round(engine_stats.get("generate_s", 0.0), 2),
+        tokens_per_s=round(engine_stats.get("generated_tokens", 0) / generate_s, 1)
+        if has_tokens and engine_stats
+        else None,
+    )
+    (record.folder / "summary.json").write_text(json.dumps(summary, indent=2))
+    return ModelResult(model, summary, episodes, wall)
+
+
+def _play(
+    config: EvalConfig,
+    envs: EnvSource,
+    loop: asyncio.AbstractEventLoop,
+    model: str,
+    requests: list[EpisodeRequest],
+    console: Console,
+    record: ModelFolder,
+) -> tuple[list[Trajectory], dict[str, Any], bool]:
+    """Play `requests` with `model`: (trajectories, engine stats, whether it has tokens).
+    Each episode is appended to the model's partial file as it ends."""
     spec = get_spec(config.env)
     action_format = get_format(config.rollout.action_format, config.env)
     started = time.perf_counter()
@@ -305,6 +428,7 @@ def _evaluate_model(
 
         def on_episode(trajectory: Trajectory) -> None:
             nonlocal solved
+            record.append(trajectory)
             solved += trajectory.success
             elapsed = time.perf_counter() - started
             tokens = engine.stats["generated_tokens"]
@@ -313,24 +437,7 @@ def _evaluate_model(
 
         engine = RolloutEngine(policy, spec, envs.environment, config.rollout, sampling, on_episode)
         trajectories = loop.run_until_complete(_run(engine, requests))
-    wall = time.perf_counter() - started
-    folder = config.out / slug(model)
-    episodes = folder / "episodes.jsonl"
-    write_jsonl(episodes, trajectories)
-    summary = summarize(trajectories, group_by=spec.breakdown_key)
-    generate_s = engine.stats["generate_s"] or 1e-9
-    summary.update(
-        model=model,
-        env=config.env,
-        split=config.split,
-        wall_s=round(wall, 2),
-        generate_s=round(engine.stats["generate_s"], 2),
-        tokens_per_s=round(summary["generated_tokens"] / generate_s, 1)
-        if policy.template is not None
-        else None,
-    )
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2))
-    return ModelResult(model, summary, episodes, wall)
+    return trajectories, dict(engine.stats), policy.template is not None
 
 
 async def _run(engine: RolloutEngine, requests: list[EpisodeRequest]) -> list[Trajectory]:
