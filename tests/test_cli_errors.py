@@ -81,3 +81,53 @@ def test_the_next_step_hint_is_one_unbroken_command(tmp_path):
     assert result.exit_code == 0, result.output
     hint = f"Next: agenttrain sft configs/textcraft_sft.yaml 'data.train=[{out}]'"
     assert hint in result.output.splitlines()
+
+
+@pytest.mark.parametrize("command", ["train", "sft", "recipe"])
+def test_a_config_that_is_not_utf8_or_is_a_folder_is_one_error_line(tmp_path, command):
+    latin = tmp_path / "latin1.yaml"
+    latin.write_bytes("run:\n  name: caf\xe9\n".encode("latin-1"))
+    result = runner.invoke(app, [command, str(latin)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert f"error: {latin}: not UTF-8 text (byte 16: 0xe9); save it as UTF-8" in one_line(
+        result.output
+    )
+    result = runner.invoke(app, [command, str(tmp_path)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert f"error: {tmp_path} is a folder; give the config file" in one_line(result.output)
+
+
+def test_a_run_folder_that_is_a_file_is_one_error_line(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    result = runner.invoke(
+        app, ["train", str(CONFIGS / "largest_grpo.yaml"), f"run.out_dir={taken}"], env=WIDE
+    )
+    assert result.exit_code == 2, result.output
+    assert f"error: run.out_dir {taken} is a file, not a folder" in one_line(result.output)
+
+
+def test_a_port_out_of_range_is_refused_before_binding():
+    result = runner.invoke(app, ["serve", "textcraft", "--port", "99999"], env=WIDE)
+    assert result.exit_code == 2
+    assert "Invalid value for '--port'" in one_line(result.output)
+
+
+def test_an_os_error_no_command_handles_is_one_error_line_not_a_traceback(tmp_path):
+    """Through the real entry point (`python -m agenttrain`), as a user runs it."""
+    import subprocess
+    import sys
+
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a folder should go")
+    command = [sys.executable, "-m", "agenttrain", "eval", "--model", "oracle", "--tasks", "0"]
+    done = subprocess.run(
+        [*command, "--out", str(blocked / "eval")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = one_line(done.stdout + done.stderr)
+    assert done.returncode == 1, output
+    assert f"error: Not a directory: {blocked / 'eval'}" in output
+    assert "Traceback" not in output

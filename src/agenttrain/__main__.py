@@ -1,5 +1,5 @@
 """`python -m agenttrain` is the `agenttrain` command."""
 
-from agenttrain.cli import app
+from agenttrain.cli import run_cli
 
-app(prog_name="agenttrain")
+run_cli()

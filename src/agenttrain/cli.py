@@ -132,7 +132,7 @@ def _environment_note(name: str, in_process: bool, requirements: str) -> str:
 def serve(
     env: Annotated[str, typer.Argument(help="Environment to serve, e.g. textcraft.")],
     host: Annotated[str, typer.Option(help="Interface to bind; 0.0.0.0 exposes it.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port; 0 picks a free one.")] = 36001,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one.")] = 36001,
     max_sessions: Annotated[int, typer.Option(min=1, help="Live sessions allowed at once.")] = 1024,
     session_ttl: Annotated[
         float, typer.Option(min=1, help="Close sessions idle for this many seconds.")
@@ -1269,3 +1269,20 @@ def memory_serve(
         serve_memory(store, chosen, host=host, port=port, log_level=log_level)
     except (PortInUse, ValueError, EmbedderMissing) as problem:
         raise _refusal(problem) from None
+
+
+def run_cli() -> None:
+    """The `agenttrain` command. An operating-system error that no command handled (a path
+    that is a file, a read-only or full disk, a permission) is one `error:` line, not a
+    traceback."""
+    import errno
+    import sys
+
+    try:
+        app(prog_name="agenttrain")
+    except OSError as problem:
+        what = problem.strerror or str(problem)
+        where = f": {problem.filename}" if problem.filename else ""
+        hint = " (the disk is full)" if problem.errno == errno.ENOSPC else ""
+        console.print(f"[red]error:[/] {what}{where}{hint}", highlight=False)
+        sys.exit(1)

@@ -99,8 +99,17 @@ def describe_errors(error: ValidationError) -> str:
 
 def read_yaml(path: Path) -> Any:
     """A YAML file's content; a syntax error is a ConfigError at `file:line:column`."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder; give the config file (e.g. {path}/config.yaml)")
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as problem:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {problem.start}: {problem.object[problem.start]:#x}); "
+            "save it as UTF-8"
+        ) from None
+    except OSError as problem:
+        raise ConfigError(f"cannot read {path}: {problem.strerror or problem}") from None
     except yaml.MarkedYAMLError as problem:
         mark = problem.problem_mark or problem.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

@@ -51,7 +51,10 @@ def run_lock(folder: Path, console: Console | None = None) -> Iterator[None]:
 
 
 def ensure_free(folder: Path) -> None:
-    """Fail early (before a model is loaded) when another live process writes `folder`."""
+    """Fail early (before a model is loaded) when `folder` cannot be a run folder (it is a
+    file) or another live process writes it."""
+    if folder.exists() and not folder.is_dir():
+        raise RunFolderBusy(f"run.out_dir {folder} is a file, not a folder; choose another")
     owner = _owner(folder / LOCK_FILE)
     host = socket.gethostname()
     mine = owner.get("pid") == os.getpid() and owner.get("host") == host
