@@ -131,3 +131,17 @@ def test_an_os_error_no_command_handles_is_one_error_line_not_a_traceback(tmp_pa
     assert done.returncode == 1, output
     assert f"error: Not a directory: {blocked / 'eval'}" in output
     assert "Traceback" not in output
+
+
+def test_demos_refuse_an_unwritable_output_before_playing(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a folder should go")
+    for out, message in (
+        (blocked / "demos.jsonl", f"error: cannot write {blocked / 'demos.jsonl'}"),
+        (tmp_path, f"error: --out {tmp_path} is a folder; give a .jsonl file"),
+    ):
+        args = ["demos", "--env", "textcraft", "--tasks", "0-3", "--out", str(out)]
+        result = runner.invoke(app, args, env=WIDE)
+        assert result.exit_code == 2, result.output
+        assert message in one_line(result.output)
+        assert "oracle" not in result.output  # not one episode was played

@@ -794,6 +794,7 @@ def _run_trainer(build: Callable[[], Any]) -> None:
     except _set_up_errors() as problem:
         console.print(f"[red]error:[/] {problem}")
         raise typer.Exit(2) from None
+    from agenttrain.run.checkpoint import CheckpointError
     from agenttrain.run.lock import RunFolderBusy
 
     try:
@@ -804,6 +805,9 @@ def _run_trainer(build: Callable[[], Any]) -> None:
     except RunFolderBusy as busy:
         console.print(f"[red]error:[/] {busy}", highlight=False)
         raise typer.Exit(2) from None
+    except CheckpointError as failure:  # e.g. a full disk while saving
+        console.print(f"[red]error:[/] {failure}", highlight=False)
+        raise typer.Exit(1) from None
     if trainer.stop_requested:
         raise typer.Exit(trainer.stop.exit_code)
 

@@ -95,3 +95,25 @@ def test_a_higher_limit_lets_the_run_go_on_and_the_report_says_what_was_lost(
     assert checkpoint.finished(tmp_path) is not None
     report = (tmp_path / "report.md").read_text()
     assert "16 of 16 training episodes (100.0%) ended in an environment error" in report
+
+
+def test_a_full_disk_while_saving_is_one_error_line_and_leaves_no_half_checkpoint(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    import errno
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    out = tmp_path / "run"
+    args = ["train", str(RECIPE), f"model.path={tiny_model_dir}", f"run.out_dir={out}"]
+    args += ["data.batch_tasks=2", "data.group_size=2", "trainer.total_steps=1"]
+    args += ["trainer.test_freq=0", "trainer.loggers=[jsonl]"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    output = " ".join(result.output.split())
+    assert result.exit_code == 1, output
+    assert f"error: could not save checkpoint {out}/checkpoints/step-1" in output
+    assert "No space left on device" in output and "MiB free there" in output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert list((out / "checkpoints").glob("*")) == []  # nothing half-written

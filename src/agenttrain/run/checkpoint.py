@@ -66,6 +66,31 @@ def save(
     system prompt), recorded in model/agenttrain.json so `agenttrain eval` asks the same."""
     root = checkpoints_dir(run_dir)
     final = root / f"{PREFIX}{step}"
+    try:
+        _write(final, step, model, tokenizer, base_model, state, generation)
+    except (OSError, RuntimeError) as failure:  # torch reports a failed write as RuntimeError
+        free = shutil.disk_usage(root if root.exists() else run_dir).free / 2**20
+        raise CheckpointError(
+            f"could not save checkpoint {final} ({type(failure).__name__}: "
+            f"{str(failure).splitlines()[0] if str(failure) else failure!r}); {free:.0f} MiB "
+            "free there. Free some space (or set trainer.keep_checkpoints lower), then run the "
+            "same command to resume from the previous checkpoint"
+        ) from None
+    (root / "latest").write_text(final.name)
+    for old in sorted(root.glob(f"{PREFIX}*"), key=_step_of)[:-keep]:
+        shutil.rmtree(old)
+    return final
+
+
+def _write(
+    final: Path,
+    step: int,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    base_model: str,
+    state: dict[str, Any],
+    generation: Mapping[str, Any] | None,
+) -> None:
     with atomic_folder(final) as staging:
         model_dir = staging / "model"
         model.save_pretrained(model_dir)
@@ -75,10 +100,6 @@ def save(
             meta[GENERATION] = {k: v for k, v in generation.items() if v is not None}
         (model_dir / "agenttrain.json").write_text(json.dumps(meta, indent=2))
         torch.save({**state, "step": step, "rng": rng_state()}, staging / "trainer_state.pt")
-    (root / "latest").write_text(final.name)
-    for old in sorted(root.glob(f"{PREFIX}*"), key=_step_of)[:-keep]:
-        shutil.rmtree(old)
-    return final
 
 
 def _step_of(folder: Path) -> int:

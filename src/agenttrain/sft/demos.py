@@ -40,6 +40,19 @@ class DemoResult:
         return f"not kept: {reasons}" + (f" ({shown})" if shown else "")
 
 
+def check_writable(out: Path) -> None:
+    """Refuse an output path that cannot be written, naming why (a folder, a read-only or
+    missing place), before any episode is played."""
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give a .jsonl file")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=".agenttrain-write-test-"):
+            pass
+    except OSError as problem:
+        raise ValueError(f"cannot write {out}: {problem.strerror or problem}") from None
+
+
 def write_demos(config: EvalConfig, out: Path, console: Console | None = None) -> DemoResult:
     """Play `config` (its `out` is ignored) and write the successful episodes to `out`."""
     guard = HeldOutGuard(config.env)
@@ -47,6 +60,7 @@ def write_demos(config: EvalConfig, out: Path, console: Console | None = None) -
     guard.refuse_tasks(select_tasks(config.env, config.split, config.tasks), "demonstrations")
     if len(config.models) != 1:
         raise ValueError("demonstrations come from one solver at a time")
+    check_writable(out)  # before an hour of play, not after
     with tempfile.TemporaryDirectory(prefix="agenttrain-demos-") as scratch:
         played = config.model_copy(update={"out": Path(scratch)})
         result = evaluate(played, console)[0]
