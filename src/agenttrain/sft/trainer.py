@@ -303,6 +303,7 @@ class SFTTrainer(TrainingRun):
             ),
             device=self.config.model.device,
             out=self.run_dir / "eval",
+            replace=True,  # the run's own evaluation of its final checkpoint, made afresh
         )
         self.console.print(f"[bold]evaluating the final checkpoint on {settings.split}[/]")
         results = evaluate(eval_config, self.console)
