@@ -83,3 +83,15 @@ def tiny_model_dir(tmp_path_factory, tiny_model, tokenizer):
     tiny_model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _console_width_follows_columns() -> Iterator[None]:
+    """A test that sets the CLI console's width (monkeypatch restores it as a fixed width)
+    must not make every later test's console 80 columns wide whatever COLUMNS says."""
+    yield
+    import sys
+
+    cli = sys.modules.get("agenttrain.cli")
+    if cli is not None:
+        cli.console._width = None
