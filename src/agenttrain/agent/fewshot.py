@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from agenttrain.rollout.trajectory import ERROR_REASONS
-
 STATE_LINE = re.compile(r"^- (?P<name>[^:\n]+): (?P<value>-?\d+(?:\.\d+)?)%?[ \t]*$", re.M)
 HEADER = "Good decisions taken in similar situations (from training episodes):"
 
@@ -102,7 +100,8 @@ def build_pool(
         raise FewshotError(f"quantile must be in [0, 1], got {quantile}")
     found = []
     for episode in episodes:
-        if episode.get("finish_reason") in ERROR_REASONS:
+        # rollout.trajectory.ERROR_REASONS, spelled out: this layer must not import rollout
+        if episode.get("finish_reason") in ("env_error", "agent_error"):
             continue
         for turn, (observation, action, reward) in enumerate(decisions(episode)):
             state = state_features(observation)
