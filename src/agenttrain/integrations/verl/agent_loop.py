@@ -35,7 +35,7 @@ from agenttrain.envs import EnvSpec, get_spec
 from agenttrain.envs.base import Environment, describe_failure
 from agenttrain.integrations.verl import require_verl
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
-from agenttrain.integrations.verl.workers import environment_source
+from agenttrain.integrations.verl.workers import open_environment
 from agenttrain.rollout.turns import EpisodeTurns, TurnRules
 
 require_verl("the agenttrain agent loop")
@@ -80,8 +80,7 @@ class AgentTrainAgentLoop(AgentLoopBase):
             )
         spec = get_spec(str(extra["env"]))
         action_format = get_format(self.settings.action_format, spec)
-        source = await environment_source(spec.name, self.settings)
-        env = source.environment()
+        env = await open_environment(spec.name, self.settings)
         episode = _Episode(self, spec, action_format, int(extra["task_id"]), sampling_params, env)
         started = time.perf_counter()
         try:
@@ -189,6 +188,11 @@ class _Episode:
             prompt_ids = [self.loop.tokenizer.pad_token_id or 0]
         response_ids = self.ids[len(self.prompt_ids) :][: self.loop.response_length]
         mask = self.mask[: len(response_ids)]
+        # verl puts the score on the last response token; end on the model's last token, so
+        # estimators that carry returns through model tokens only see it (issue 23, item 4).
+        # The environment's answer after the last turn was never acted on.
+        keep = _after_last_model_token(mask)
+        response_ids, mask = response_ids[:keep], mask[:keep]
         if turns.errored:
             mask = [0] * len(mask)  # excluded from the loss, never a score
         reward = turns.episode_reward()
@@ -197,7 +201,7 @@ class _Episode:
             prompt_ids=prompt_ids,
             response_ids=response_ids,
             response_mask=mask,
-            response_logprobs=self.logprobs[: len(response_ids)],
+            response_logprobs=self.logprobs[:keep],
             reward_score=None if self.settings.reward_function else score,
             num_turns=2 * turns.turns + 1,
             metrics={"generate_sequences": self.generate_s, "tool_calls": wall_s - self.generate_s},
@@ -215,3 +219,12 @@ class _Episode:
                 "success": int(turns.succeeded()),
             },
         )
+
+
+def _after_last_model_token(mask: list[int]) -> int:
+    """The length of the response up to and including its last model token (mask 1); the
+    whole response when it has none (an episode that failed before the model spoke)."""
+    for position in range(len(mask) - 1, -1, -1):
+        if mask[position]:
+            return position + 1
+    return len(mask)

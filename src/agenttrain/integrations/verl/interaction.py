@@ -25,6 +25,7 @@ Configured with verl's interaction YAML:
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec
 from agenttrain.envs.base import describe_failure
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
-from agenttrain.integrations.verl.workers import environment_source
+from agenttrain.integrations.verl.workers import open_environment
 from agenttrain.rollout.turns import EpisodeTurns, TurnRules
 
 try:  # verl <= 0.7: be a real subclass, so isinstance checks hold
@@ -59,6 +60,15 @@ new interaction per trajectory, so a per-object table never saw the sessions of 
 that other trajectories abandoned (cut by `response_length`), and they leaked (issue 23)."""
 
 
+def turn_score(turns: EpisodeTurns, before: float) -> float:
+    """What this turn added to the episode's reward, so that verl 0.7's `turn_scores` sum to
+    the episode's reward under the environment's rule (last step's or summed); NaN once the
+    episode ended in an env or agent error, which `reward.compute_score` reports as an error,
+    never as a score (the turn scores are all verl 0.7 hands a reward function)."""
+    reward = turns.episode_reward()
+    return math.nan if reward is None else reward - before
+
+
 class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
     """One agenttrain episode per interaction instance (`instance_id` = verl's request id)."""
 
@@ -81,7 +91,7 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
                 "(write the data with `agenttrain data --format verl`)"
             )
         spec = get_spec(str(kwargs["env"]))
-        source = await environment_source(spec.name, self.settings)
+        env = await open_environment(spec.name, self.settings)
         settings = self.settings
         rules = TurnRules(
             settings.env_timeout_s,
@@ -90,7 +100,7 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
             settings.reward,
         )
         turns = EpisodeTurns(
-            spec, get_format(settings.action_format, spec), source.environment(), rules
+            spec, get_format(settings.action_format, spec), env, rules
         )
         session = _Session(turns, int(kwargs["task_id"]))
         self.sessions[instance_id] = session
@@ -107,19 +117,21 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
         session.last_used = time.monotonic()
         turns = session.turns
         if turns.finish is not None:
-            return True, "", 0.0, self._details(session)
+            return True, "", turn_score(turns, 0.0), self._details(session)
         reply = next((m["content"] for m in reversed(messages) if m["role"] == "assistant"), "")
+        before = turns.episode_reward() or 0.0
         try:
             result = await turns.play(str(reply))
         except Exception as failure:  # the agent's side (the parser) failed: this episode's
             turns.end("agent_error", describe_failure(failure))
             await self._close(session)
-            return True, "", 0.0, self._details(session)
+            return True, "", turn_score(turns, before), self._details(session)
         if result.finish is None and turns.out_of_turns():
             turns.end("max_turns")
         if turns.finish is not None:
             await self._close(session)
-        return turns.finish is not None, result.observation, result.reward, self._details(session)
+        score = turn_score(turns, before)
+        return turns.finish is not None, result.observation, score, self._details(session)
 
     async def calculate_score(self, instance_id: str | None = None, **kwargs: Any) -> float:
         """The episode's reward (the last step's, or the sum); 0.0 for an env or agent error,

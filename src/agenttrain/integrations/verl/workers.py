@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from agenttrain.envs.base import Environment, Observation, StepResult
 from agenttrain.envs.source import EnvSource
 from agenttrain.integrations.verl.settings import LoopSettings
 
@@ -32,6 +33,34 @@ async def environment_source(name: str, settings: LoopSettings) -> EnvSource:
             await source.open()
             _sources[key] = source
     return _sources[key]
+
+
+class _Unavailable:
+    """An environment that could not be opened (an unreachable server, say): its reset
+    raises the failure, so the turn logic records that episode's env_error."""
+
+    def __init__(self, failure: Exception) -> None:
+        self.failure = failure
+
+    async def reset(self, task_id: int) -> Observation:
+        raise self.failure
+
+    async def step(self, action: str) -> StepResult:
+        raise self.failure
+
+    async def close(self) -> None:
+        return None
+
+
+async def open_environment(name: str, settings: LoopSettings) -> Environment:
+    """One episode's environment from this worker's source. A source that cannot open is
+    that episode's env_error, never the batch's: verl plays a whole batch in one call, and
+    the next episode tries the source again (a restarted server is picked up)."""
+    try:
+        source = await environment_source(name, settings)
+        return source.environment()
+    except Exception as failure:  # any failure to open is this episode's, classified later
+        return _Unavailable(failure)
 
 
 async def close_sources() -> None:
