@@ -153,7 +153,8 @@ class PolicyUpdate:
                     old_logprobs,
                     ref_logprobs,
                     advantages,
-                    None if old_logprobs is not None else rollout_logprobs,
+                    rollout_logprobs,
+                    old_logprobs is None,
                     guided,
                 )
             )
@@ -166,13 +167,14 @@ class PolicyUpdate:
         old_logprobs: torch.Tensor | None,
         ref_logprobs: torch.Tensor | None,
         advantages: torch.Tensor,
-        rollout_logprobs: torch.Tensor | None,
+        rollout_logprobs: torch.Tensor,
+        compare_here: bool,
         guided: torch.Tensor,
     ) -> dict[str, float]:
         """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches.
 
-        `rollout_logprobs` is given when the old log-probs come from the update's own forward
-        pass (one epoch, one mini-batch): the rollout-vs-training comparison is made there.
+        `compare_here`: the old log-probs come from the update's own forward pass (one epoch,
+        one mini-batch), so the rollout-vs-training comparison is made there.
         """
         actor, kl = self.config.actor, self.config.algorithm.kl
         scale_factor = actor.loss_scale_factor or self.config.rollout.max_context
@@ -204,8 +206,9 @@ class PolicyUpdate:
                         totals,
                         temperature,
                         guided,
+                        rollout_logprobs,
                     )
-                    if rollout_logprobs is not None:
+                    if compare_here:
                         width = logprobs.shape[1]
                         plain = mask[rows, :width] * (~guided[rows]).float().unsqueeze(-1)
                         compared.append((rollout_logprobs[rows, :width], logprobs, plain))
@@ -244,6 +247,7 @@ class PolicyUpdate:
         totals: Totals,
         temperature: float,
         guided: torch.Tensor,
+        behaviour: torch.Tensor,
     ) -> tuple[dict[str, float], torch.Tensor]:
         """Forward and backward one micro-batch; returns its share of the step's metrics and
         its (detached) log-probs.
@@ -264,6 +268,8 @@ class PolicyUpdate:
             old = logprobs.detach()
         else:
             old = old_logprobs[rows, :width].to(self.device)
+        if guided[rows].any():
+            old = off_policy_old(old, behaviour[rows, :width].to(self.device), guided[rows])
         policy = ppo_clip_loss(
             logprobs,
             old,
@@ -298,6 +304,17 @@ class PolicyUpdate:
         loss.backward()
         parts["actor/loss"] = float(loss.detach())
         return parts, logprobs.detach().cpu()
+
+
+def off_policy_old(old: torch.Tensor, behaviour: torch.Tensor, guided: torch.Tensor) -> torch.Tensor:
+    """Old log-probs with the behaviour policy's for episodes played with experience.
+
+    Their actions were sampled from mu(a | x + experience), the rollout's log-probs; training
+    sees x alone, so the importance ratio is pi(a | x) / mu(a | x + experience) and the
+    off-policy clip (`memory.off_clip_ratio_high`) bounds it. Recomputed old log-probs
+    (x alone) made that ratio exactly 1 in a one-epoch update: the clip never acted (issue 23).
+    """
+    return torch.where(guided.to(old.device).unsqueeze(-1), behaviour, old)
 
 
 def guided_rows(episodes: list[Trajectory]) -> torch.Tensor:
