@@ -161,6 +161,33 @@ def test_step_rewards_add_up_to_the_score_used_for_the_episode_advantage():
     assert turn_anchors(shaped) == ["Craft a stick. Inventory: empty", "s1"]
 
 
+def test_a_turn_after_a_format_error_is_anchored_on_the_state_it_still_faces():
+    played = episode(
+        "g",
+        ["Invalid action. Use the format: Action: ...", "s1", "won"],
+        [0, 0, 1],
+        [1, 1, 1],
+        width=6,
+    )
+    played.turns[0].action, played.turns[0].format_error = None, True  # the env never stepped
+    other = episode(
+        "g", ["Invalid action. Use the format: Action: ...", "won"], [0, 1], [1, 1], width=6
+    )
+    other.turns[0].action = None
+    twice = episode(
+        "g",
+        ["s1", "Invalid action. Use the format: Action: ...", "won"],
+        [0, 0, 1],
+        [1, 1, 1],
+        width=6,
+    )
+    twice.turns[1].action = None
+    task = "Craft a stick. Inventory: empty"
+    assert turn_anchors(played) == [task, task, "s1"]
+    assert turn_anchors(other) == [task, task]
+    assert turn_anchors(twice) == [task, "s1", "s1"]  # feedback text is never a state
+
+
 def test_gigpo_discounts_by_default_and_keeps_an_explicit_gamma(tmp_path):
     base = [f"run.out_dir={tmp_path}", "algorithm.adv_estimator=gigpo"]
     assert load(TrainConfig, None, base).algorithm.gamma == 0.95

@@ -171,11 +171,14 @@ def normalise_anchor(text: str) -> str:
 
 
 def turn_anchors(trajectory: Trajectory) -> list[str]:
-    """The text each model turn acted on: the message before its reply.
+    """The environment state each model turn acted on, as text.
 
     Turn 0's is the first observation (the task; shared by a group), turn k's is turn k-1's
-    observation (or format feedback). The turns' replies are the transcript's last
-    `num_turns` assistant messages, whatever the conversation start holds.
+    observation. A turn that did not step the environment (a format error) left the state as
+    it was, so the turn after it keeps that turn's anchor: format feedback text is not a
+    state, and anchoring on it pooled turns of different states into one step group (issue
+    23). The turns' replies are the transcript's last `num_turns` assistant messages,
+    whatever the conversation start holds.
     """
     replies = [i for i, m in enumerate(trajectory.messages) if m["role"] == "assistant"]
     if len(replies) < trajectory.num_turns:
@@ -184,7 +187,12 @@ def turn_anchors(trajectory: Trajectory) -> list[str]:
             f"{len(replies)} replies in its messages: its anchors are unknown"
         )
     turn_replies = replies[len(replies) - trajectory.num_turns :]
-    return [normalise_anchor(trajectory.messages[i - 1]["content"]) for i in turn_replies]
+    anchors: list[str] = []
+    for k, reply in enumerate(turn_replies):
+        stepped = k == 0 or trajectory.turns[k - 1].action is not None
+        text = trajectory.messages[reply - 1]["content"]
+        anchors.append(normalise_anchor(text) if stepped else anchors[-1])
+    return anchors
 
 
 def turn_step_rewards(trajectory: Trajectory, score: float) -> list[float]:
@@ -252,7 +260,7 @@ def gigpo(
     norm_by_std: bool = True,
     **_: object,
 ) -> torch.Tensor:
-    """A = A^E_i + ω·A^S_ik on the model tokens of turn k of episode i (verl-agent's GiGPO).
+    """A = A^E_i + ω·A^S_ik on the model tokens of turn k of episode i (GiGPO, as its paper states it).
 
     A^E: GRPO over the group on s_i = Σ_t r_it. A^S: `step_group_advantages` of the
     discounted returns R_ik = Σ_{j>=k} γ^(j-k) r_ij, where r_ij sums the token rewards of turn
