@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 
 pytest.importorskip("verl", reason="agenttrain[verl] not installed (make setup installs it)")
 
-from agenttrain.cli import app  # noqa: E402
-from agenttrain.integrations.verl import reward  # noqa: E402
+from agenttrain.cli import app
+from agenttrain.integrations.verl import reward
 
 WHEELS = Path(sys.prefix) / "wheels"
 EPISODES = 6

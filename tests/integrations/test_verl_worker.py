@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("verl", reason="agenttrain[verl] not installed (make setup installs it)")
 
-from agenttrain.cli import app  # noqa: E402
+from agenttrain.cli import app
 
 MAX_TURNS, MAX_NEW_TOKENS, GROUP = 3, 48, 2
 

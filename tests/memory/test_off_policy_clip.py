@@ -22,19 +22,35 @@ def episode(row: int, experience: str | None, behaviour: float) -> Trajectory:
     """A two-group episode whose rollout log-probs are `behaviour` on every model token."""
     response = [100 + row, 200 + row, 300 + row, 2]
     return Trajectory(
-        episode_id=f"e{row}", env="largest", task_id=row // 2, group_id=f"g{row // 2}",
-        sample=row % 2, seed=0, model="tiny", prompt_ids=[1, 50 + row, 60 + row],
-        response_ids=response, response_mask=[1] * len(response),
-        logprobs=[behaviour] * len(response), experience=experience,
+        episode_id=f"e{row}",
+        env="largest",
+        task_id=row // 2,
+        group_id=f"g{row // 2}",
+        sample=row % 2,
+        seed=0,
+        model="tiny",
+        prompt_ids=[1, 50 + row, 60 + row],
+        response_ids=response,
+        response_mask=[1] * len(response),
+        logprobs=[behaviour] * len(response),
+        experience=experience,
     )
 
 
 def gradient_after_update(tiny_model, off_clip: float, guided: bool) -> torch.Tensor:
-    config = load(TrainConfig, None, [
-        "model.path=tiny", "data.batch_tasks=2", "data.group_size=2",
-        "memory.enabled=true", f"memory.off_clip_ratio_high={off_clip}",
-        "algorithm.kl.use_kl_loss=false", "actor.entropy_coeff=0",
-    ])
+    config = load(
+        TrainConfig,
+        None,
+        [
+            "model.path=tiny",
+            "data.batch_tasks=2",
+            "data.group_size=2",
+            "memory.enabled=true",
+            f"memory.off_clip_ratio_high={off_clip}",
+            "algorithm.kl.use_kl_loss=false",
+            "actor.entropy_coeff=0",
+        ],
+    )
     model = copy.deepcopy(tiny_model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # keep the weights: compare grads
     update = PolicyUpdate(config, model, None, optimizer, KLController(0.0), 0, torch.device("cpu"))

@@ -260,7 +260,8 @@ def gigpo(
     norm_by_std: bool = True,
     **_: object,
 ) -> torch.Tensor:
-    """A = A^E_i + ω·A^S_ik on the model tokens of turn k of episode i (GiGPO, as its paper states it).
+    """A = A^E_i + ω·A^S_ik on the model tokens of turn k of episode i (GiGPO, as its paper
+    states it).
 
     A^E: GRPO over the group on s_i = Σ_t r_it. A^S: `step_group_advantages` of the
     discounted returns R_ik = Σ_{j>=k} γ^(j-k) r_ij, where r_ij sums the token rewards of turn

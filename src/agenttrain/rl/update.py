@@ -306,7 +306,9 @@ class PolicyUpdate:
         return parts, logprobs.detach().cpu()
 
 
-def off_policy_old(old: torch.Tensor, behaviour: torch.Tensor, guided: torch.Tensor) -> torch.Tensor:
+def off_policy_old(
+    old: torch.Tensor, behaviour: torch.Tensor, guided: torch.Tensor
+) -> torch.Tensor:
     """Old log-probs with the behaviour policy's for episodes played with experience.
 
     Their actions were sampled from mu(a | x + experience), the rollout's log-probs; training

@@ -30,13 +30,12 @@ import time
 import uuid
 from typing import Any
 
-from agenttrain.agent.formats import ActionFormat, get_format
-from agenttrain.envs import EnvSpec, get_spec
-from agenttrain.envs.base import Environment, describe_failure
+from agenttrain.envs import get_spec
+from agenttrain.envs.base import describe_failure
 from agenttrain.integrations.verl import require_verl
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
-from agenttrain.integrations.verl.workers import open_environment
-from agenttrain.rollout.turns import EpisodeTurns, TurnRules
+from agenttrain.integrations.verl.workers import episode_turns
+from agenttrain.rollout.turns import EpisodeTurns
 
 require_verl("the agenttrain agent loop")
 
@@ -79,15 +78,14 @@ class AgentTrainAgentLoop(AgentLoopBase):
                 "(write the data with `agenttrain data --format verl`)"
             )
         spec = get_spec(str(extra["env"]))
-        action_format = get_format(self.settings.action_format, spec)
-        env = await open_environment(spec.name, self.settings)
-        episode = _Episode(self, spec, action_format, int(extra["task_id"]), sampling_params, env)
+        turns = await episode_turns(spec, self.settings)
+        episode = _Episode(self, turns, int(extra["task_id"]), sampling_params)
         started = time.perf_counter()
         try:
             await episode.play([dict(m) for m in kwargs["raw_prompt"]])
         finally:
             with contextlib.suppress(Exception):  # closing must not fail a finished episode
-                await env.close()
+                await turns.env.close()
         return episode.output(time.perf_counter() - started)
 
 
@@ -104,24 +102,16 @@ class _Episode:
     def __init__(
         self,
         loop: AgentTrainAgentLoop,
-        spec: EnvSpec,
-        action_format: ActionFormat,
+        turns: EpisodeTurns,
         task_id: int,
         sampling_params: dict[str, Any],
-        env: Environment,
     ) -> None:
         self.loop = loop
-        self.spec = spec
+        self.turns = turns
+        self.spec = turns.spec
         self.task_id = task_id
         self.sampling_params = sampling_params
-        self.settings = settings = loop.settings
-        rules = TurnRules(
-            settings.env_timeout_s,
-            settings.max_format_errors,
-            settings.max_turns or spec.default_max_turns,
-            settings.reward,
-        )
-        self.turns = EpisodeTurns(spec, action_format, env, rules)
+        self.settings = loop.settings
         self.request_id = uuid.uuid4().hex
         self.prompt_ids: list[int] = []
         self.ids: list[int] = []

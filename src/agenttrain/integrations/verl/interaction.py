@@ -31,12 +31,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec
 from agenttrain.envs.base import describe_failure
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
-from agenttrain.integrations.verl.workers import open_environment
-from agenttrain.rollout.turns import EpisodeTurns, TurnRules
+from agenttrain.integrations.verl.workers import episode_turns
+from agenttrain.rollout.turns import EpisodeTurns
 
 try:  # verl <= 0.7: be a real subclass, so isinstance checks hold
     from verl.interactions.base import BaseInteraction as _Base  # type: ignore[import-not-found]
@@ -90,18 +89,7 @@ class AgentTrainInteraction(_Base):  # type: ignore[misc,valid-type]
                 "agenttrain interaction: interaction_kwargs need 'env' and 'task_id' "
                 "(write the data with `agenttrain data --format verl`)"
             )
-        spec = get_spec(str(kwargs["env"]))
-        env = await open_environment(spec.name, self.settings)
-        settings = self.settings
-        rules = TurnRules(
-            settings.env_timeout_s,
-            settings.max_format_errors,
-            settings.max_turns or spec.default_max_turns,
-            settings.reward,
-        )
-        turns = EpisodeTurns(
-            spec, get_format(settings.action_format, spec), env, rules
-        )
+        turns = await episode_turns(get_spec(str(kwargs["env"])), self.settings)
         session = _Session(turns, int(kwargs["task_id"]))
         self.sessions[instance_id] = session
         self._opened.add(instance_id)

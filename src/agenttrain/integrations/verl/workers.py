@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
-from agenttrain.envs.base import Environment, Observation, StepResult
+from agenttrain.agent.formats import get_format
+from agenttrain.envs.base import Environment, EnvSpec, Observation, StepResult
 from agenttrain.envs.source import EnvSource
 from agenttrain.integrations.verl.settings import LoopSettings
+from agenttrain.rollout.turns import EpisodeTurns, TurnRules
 
 _sources: dict[tuple[int, str], EnvSource] = {}
 _source_locks: dict[tuple[int, str], asyncio.Lock] = {}
@@ -61,6 +63,19 @@ async def open_environment(name: str, settings: LoopSettings) -> Environment:
         return source.environment()
     except Exception as failure:  # any failure to open is this episode's, classified later
         return _Unavailable(failure)
+
+
+async def episode_turns(spec: EnvSpec, settings: LoopSettings) -> EpisodeTurns:
+    """One episode's turn logic under the loop's settings, on an environment of this worker
+    (the agent loop and the interaction share it; their token bookkeeping differs)."""
+    rules = TurnRules(
+        settings.env_timeout_s,
+        settings.max_format_errors,
+        settings.max_turns or spec.default_max_turns,
+        settings.reward,
+    )
+    env = await open_environment(spec.name, settings)
+    return EpisodeTurns(spec, get_format(settings.action_format, spec), env, rules)
 
 
 async def close_sources() -> None:
