@@ -143,3 +143,57 @@ def test_a_failing_server_is_an_error_not_an_empty_answer(memory_url):
 
     with pytest.raises(MemoryServiceError, match="HTTP 404"):
         asyncio.run(scenario())
+
+
+def textcraft_episode(goal: str, action: str) -> list[dict]:
+    """As our trainer posts an episode: the fixed instructions and acknowledgement, then the
+    task (its goal) and the turns."""
+    return [
+        {"role": "user", "content": "You are given a few useful crafting recipes to craft items."},
+        {"role": "assistant", "content": "OK. I'll follow your instructions and try my best."},
+        {"role": "user", "content": f"Crafting commands:\n...\nGoal: craft {goal}."},
+        {"role": "assistant", "content": f"Thought: next.\nAction: {action}"},
+        {"role": "user", "content": "Got it"},
+    ]
+
+
+def test_our_client_files_experiences_under_the_goal_not_the_instructions(memory_url):
+    """Issue 28: every served experience was filed under the fixed instructions, with the
+    acknowledgement as its first action, and any goal retrieved the same experience."""
+    played = []
+    for task_id, goal, action in [
+        (1, "acacia planks", "get 1 acacia log"),
+        (2, "birch planks", "get 1 birch log"),
+    ]:
+        trajectory = Trajectory("e", "textcraft", task_id, "g", 0, 0, "m", success=True, reward=1.0)
+        trajectory.messages = textcraft_episode(goal, action)
+        trajectory.task_info = {"goal": goal}
+        trajectory.turns = [Turn(f"Action: {action}", action, "Got it", 1.0, True)]
+        played.append(trajectory)
+
+    async def scenario() -> str:
+        client = ReMeClient(memory_url, workspace_id="run")
+        try:
+            assert await client.summarize(played, 2, run_step=1) == 2
+            return await client.retrieve("birch planks", 1)
+        finally:
+            await client.aclose()
+
+    answer = asyncio.run(scenario())
+    assert "When to use: Task: birch planks\n" in answer
+    assert "completed this task in 1 steps: get 1 birch log" in answer
+    assert "acacia" not in answer
+
+
+def test_a_server_for_an_environment_refuses_tasks_outside_its_training_split(tmp_path):
+    app = create_memory_app(
+        ExperiencePool(tmp_path / "pool.sqlite"), RuleSummarizer(), train_tasks={"1", "2"}
+    )
+    unlabelled = {"task_id": "17", "messages": episode("stick", [("craft 4 stick", "Crafted")])}
+    with serve_in_thread(app) as url:
+        status, answer = post(url, "summary_task_memory", {"trajectories": [unlabelled]})
+    assert status == 400
+    assert (
+        "task 17 is labelled 'train' but is not in the environment's training split"
+        in (answer["detail"])
+    )

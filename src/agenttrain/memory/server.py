@@ -4,8 +4,12 @@ clients work unchanged. Same paths, request fields (`workspace_id`, `query`, `me
 `metadata`) as ReMe 0.1.10/0.2.x; summaries are made by our summarizer (rules by default),
 so no LLM is needed.
 
-A trajectory whose `metadata.split` is not "train" is refused (HTTP 400): ReMe clients do
-not send a split, ours always does.
+A trajectory whose `metadata.split` is not "train" is refused (HTTP 400). ReMe clients do
+not send a split (ours does), so a server started for an environment (`--env`) also refuses
+any task id outside that environment's training split, labelled or not. Our client also
+sends `metadata.first_user` (where the task starts, after the environment's fixed
+instructions) and `metadata.goal`, so experiences are filed under the task's goal exactly as
+the in-process pool files them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Collection
 from typing import Any
 
 import uvicorn
@@ -21,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agenttrain.memory.experience import (
     TRAIN_SPLIT,
+    EpisodeRecord,
     SplitLeak,
     require_train_split,
     retrieval_answer,
@@ -77,7 +83,24 @@ def retrieval_query(request: FlowRequest) -> str:
     return users[-1] if users else ""
 
 
-def create_memory_app(pool: ExperiencePool, summarizer: Summarizer) -> FastAPI:
+def record_of_request(trajectory: TrajectoryIn, task_id: str, split: str) -> EpisodeRecord:
+    """The episode as posted; our client's `first_user` and `goal` say where the task starts."""
+    first_user = trajectory.metadata.get("first_user")
+    goal = trajectory.metadata.get("goal")
+    return record_from_messages(
+        trajectory.messages,
+        trajectory.score,
+        task_id,
+        split,
+        first_user=int(first_user) if first_user is not None else None,
+        goal=str(goal) if goal else None,
+    )
+
+
+def create_memory_app(
+    pool: ExperiencePool, summarizer: Summarizer, train_tasks: Collection[str] | None = None
+) -> FastAPI:
+    """The ReMe task-memory app; `train_tasks`: the only task ids that may enter the pool."""
     app = FastAPI(title="agenttrain memory")
     app.state.pool = pool
 
@@ -97,10 +120,10 @@ def create_memory_app(pool: ExperiencePool, summarizer: Summarizer) -> FastAPI:
             split = str(trajectory.metadata.get("split", TRAIN_SPLIT))
             task_id = trajectory.task_id or f"request-{number}"
             try:
-                require_train_split(task_id, split)
+                require_train_split(task_id, split, train_tasks)
             except SplitLeak as leak:
                 raise HTTPException(400, str(leak)) from None
-            record = record_from_messages(trajectory.messages, trajectory.score, task_id, split)
+            record = record_of_request(trajectory, task_id, split)
             for item in await summarizer.summarize(record):
                 item.workspace_id = workspace
                 item.run_step = int(trajectory.metadata.get("run_step", 0))
@@ -147,9 +170,10 @@ def serve_memory(
     host: str = "127.0.0.1",
     port: int = 8001,
     log_level: str = "warning",
+    train_tasks: Collection[str] | None = None,
 ) -> None:
     """Serve until interrupted; prints the ready line launchers read."""
-    app = create_memory_app(pool, summarizer)
+    app = create_memory_app(pool, summarizer, train_tasks)
     sock = bind(host, port)
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
     url = f"http://{shown}:{sock.getsockname()[1]}"

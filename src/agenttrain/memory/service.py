@@ -105,7 +105,12 @@ class ReMeClient:
                     "task_id": str(t.task_id),
                     "messages": t.messages,
                     "score": float(t.reward or 0.0),
-                    "metadata": {"split": TRAIN_SPLIT, "run_step": run_step},
+                    "metadata": {
+                        "split": TRAIN_SPLIT,
+                        "run_step": run_step,
+                        "first_user": first_user,  # what comes before is the fixed start
+                        **({"goal": str(t.task_info["goal"])} if t.task_info.get("goal") else {}),
+                    },
                 }
                 for t in trajectories
             ],

@@ -192,16 +192,24 @@ def record_from_messages(
     task_id: str,
     split: str = TRAIN_SPLIT,
     success_threshold: float = 1.0,
+    *,
+    first_user: int | None = None,
+    goal: str | None = None,
 ) -> EpisodeRecord:
-    """A ReMe trajectory (`{messages, score}`, as AgentEvolver sends it): the goal is the first
-    user message (any experience block removed); each assistant message is an action (the text
-    after its last `Action:`), the next user or tool message its observation."""
-    users = [m for m in messages if m.get("role") == "user"]
-    goal = without_experience(str(users[0].get("content", ""))).strip() if users else ""
-    goal = re.sub(r"<EXP>.*?</EXP>", "", goal, flags=re.S).strip()
+    """A ReMe trajectory (`{messages, score}`, as AgentEvolver sends it): each assistant
+    message after the task is an action (the text after its last `Action:`), the next user or
+    tool message its observation. The goal is `goal`, else the task's message: the one at
+    `first_user` (our client sends it: what precedes it is the environment's fixed
+    conversation start, instructions and acknowledgement), else the first user message; any
+    experience block removed."""
+    start = first_user if first_user is not None else 0
+    users = [m for m in messages[start:] if m.get("role") == "user"]
+    if goal is None:
+        goal = without_experience(str(users[0].get("content", ""))).strip() if users else ""
+        goal = re.sub(r"<EXP>.*?</EXP>", "", goal, flags=re.S).strip()
     steps: list[Step] = []
     for index, message in enumerate(messages):
-        if message.get("role") != "assistant":
+        if index < start or message.get("role") != "assistant":
             continue
         content = str(message.get("content") or "")
         action = content.rsplit("Action:", 1)[-1].strip()
