@@ -56,13 +56,15 @@ class Tracker:
             mlflow.log_params(_flatten(config))
 
     def _truncate(self, resume_step: int) -> None:
-        """A resumed run rewrites what came after its checkpoint: no duplicate steps."""
+        """A resumed run rewrites what came after its checkpoint: no duplicate steps. A run
+        without a checkpoint starts over (a first attempt that failed before its first save
+        left a step-0 row that the rerun would log again)."""
         if not self.metrics_path.exists():
             return
         kept = [
             line
             for line in self.metrics_path.read_text().splitlines()
-            if line.strip() and json.loads(line)["step"] <= resume_step
+            if line.strip() and 0 < resume_step and json.loads(line)["step"] <= resume_step
         ]
         self.metrics_path.write_text("".join(line + "\n" for line in kept))
 
