@@ -19,6 +19,7 @@ from agenttrain.cli.ops import doctor, launch
 from agenttrain.cli.output import console
 from agenttrain.cli.run import export, recipe, sft, train
 
+# The eval tables' names, where tests/eval/test_eval_cli.py has always read them.
 __all__ = ["SUMMARY_TITLES", "_summary_table", "app", "console", "run_cli"]
 
 app = typer.Typer(

@@ -95,8 +95,8 @@ def eval_command(
 
 
 def _eval_config(flags: Mapping[str, Any]) -> EvalConfig:
-    """The evaluation `eval`'s flags ask for. A setting no flag gives is the checkpoints'
-    (said in one line), else the built-in default; the action format then the environment's."""
+    """The evaluation `eval`'s flags ask for. A setting no flag gives is the one the checkpoints
+    recorded (said in one line), else the environment's own action format, else the default."""
     import time
 
     from agenttrain.cli.options import positions
