@@ -1,0 +1,176 @@
+"""Training data: an environment's tasks for verl or AgentGym, a solver's demonstrations for
+SFT, and a few-shot pool of good decisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agenttrain.cli.options import (
+    ActionFormat,
+    DeviceOption,
+    ServerOption,
+    SplitOption,
+    TokenOption,
+    positions,
+    usage_errors,
+)
+from agenttrain.cli.output import console, failure, refusal
+
+
+def data_command(
+    env: Annotated[str, typer.Option(help="Environment (agenttrain envs lists them).")],
+    out: Annotated[Path, typer.Option(help="Folder to write <env>_<split>.parquet|json into.")],
+    split: SplitOption = "train",
+    data_format: Annotated[
+        str, typer.Option("--format", help="verl (parquet rows) or agentgym (id list JSON).")
+    ] = "verl",
+    tasks: Annotated[
+        str | None, typer.Option(help="Positions within the split, e.g. 0-9,20.")
+    ] = None,
+    action_format: Annotated[str, typer.Option(help="react, adapt, json or raw.")] = "react",
+    prompt_style: Annotated[
+        str, typer.Option(help="agenttrain (bugs fixed) or agentgym (verbatim).")
+    ] = "agenttrain",
+    first_observation: Annotated[
+        bool,
+        typer.Option(
+            help="End each verl prompt with the task's first observation (verl <= 0.7's "
+            "interaction path; the agent loop adds it itself)."
+        ),
+    ] = False,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Write an environment's tasks as training data: verl parquet or AgentGym's id lists.
+
+    Example: agenttrain data --env textcraft --split train --format verl --out data/verl
+    """
+    from agenttrain.cli.run import set_up_errors
+    from agenttrain.envs.source import EnvSource
+    from agenttrain.eval.runner import parse_ranges
+    from agenttrain.integrations.verl.data import DataExportError, export_data
+
+    if data_format not in ("verl", "agentgym"):
+        raise refusal(f"--format {data_format!r}: choose verl or agentgym") from None
+    if prompt_style not in ("agenttrain", "agentgym"):
+        raise refusal(f"--prompt-style {prompt_style!r}: choose agenttrain or agentgym") from None
+    if first_observation and data_format != "verl":
+        raise refusal("--first-observation applies to --format verl only") from None
+    try:
+        source = EnvSource(env, servers=server or (), token=token) if first_observation else None
+        written = export_data(
+            env,
+            split,
+            out,
+            data_format,  # type: ignore[arg-type]
+            positions=parse_ranges(tasks) if tasks else None,
+            action_format=action_format,
+            prompt_style=prompt_style,  # type: ignore[arg-type]
+            first_observation_from=source,
+        )
+    except (DataExportError, *set_up_errors(), ValueError) as problem:
+        raise refusal(problem) from None
+    console.print(
+        f"Wrote {written.rows} {env} tasks of the {split} split ({data_format}) -> {written.path}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def demos(
+    out: Annotated[Path, typer.Option(help="JSONL file to write (trajectory format).")],
+    env: Annotated[str, typer.Option(help="Environment.")] = "textcraft",
+    split: Annotated[str, typer.Option(help="Task split (never test).")] = "train",
+    tasks: Annotated[
+        str | None, typer.Option(help="Positions within the split, e.g. 0-149.")
+    ] = None,
+    solver: Annotated[
+        str,
+        typer.Option(help="oracle, or any model spec (checkpoint, openai:<model>, ...)."),
+    ] = "oracle",
+    n: Annotated[
+        int, typer.Option("--samples", "-n", min=1, help="Attempts per task (model solvers).")
+    ] = 1,
+    temperature: Annotated[float, typer.Option(min=0, help="Model solvers: sampling.")] = 0.7,
+    max_turns: Annotated[int | None, typer.Option(min=1, help="Default: the env's.")] = None,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Per model turn.")] = 256,
+    action_format: Annotated[
+        ActionFormat, typer.Option("--format", help="react (thought + action) or adapt, json, raw.")
+    ] = "react",
+    device: DeviceOption = "cpu",
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+) -> None:
+    """Write successful episodes of a solver on training tasks, as SFT data.
+
+    Example: agenttrain demos --env textcraft --split train --solver oracle --out demos.jsonl
+    """
+    from agenttrain.eval.runner import EvalConfig
+    from agenttrain.rollout.engine import RolloutConfig
+    from agenttrain.sft.demos import write_demos
+
+    try:
+        config = EvalConfig(
+            env=env,
+            split=split,
+            tasks=positions("--tasks", tasks),
+            models=[solver],
+            n=n,
+            seeds=[seed],
+            temperature=temperature,
+            rollout=RolloutConfig(
+                max_turns=max_turns, max_new_tokens=max_new_tokens, action_format=action_format
+            ),
+            device=device,
+        )
+        result = write_demos(config, out, console)
+    except usage_errors() as problem:
+        raise failure(problem) from None
+    if result.not_kept:
+        console.print(result.not_kept_line(), markup=False, highlight=False)
+    console.print(
+        f"kept {result.kept} of {result.episodes} episodes (successful ones), "
+        f"{result.turns} turns -> {result.out}\n"
+        f"Next: agenttrain sft configs/textcraft_sft.yaml 'data.train=[{result.out}]'",
+        markup=False,
+        soft_wrap=True,  # a command broken over lines cannot be copied
+    )
+    if result.kept == 0:
+        raise typer.Exit(1)
+
+
+def fewshot_pool(
+    episodes: Annotated[
+        list[Path],
+        typer.Argument(help="Episode files (eval's <model>/episodes.jsonl, run trajectories)."),
+    ],
+    env: Annotated[str, typer.Option(help="Environment; only its train tasks may enter.")],
+    out: Annotated[Path, typer.Option(help="Pool file to write (JSONL).")],
+    quantile: Annotated[
+        float, typer.Option(min=0, max=1, help="Keep decisions whose reward reaches it.")
+    ] = 0.75,
+) -> None:
+    """Build a few-shot pool of good decisions from train-split episodes.
+
+    Episodes of val/test tasks are refused, naming them. Use the pool with
+    env.kwargs.fewshot_pool (econ).
+
+    Example: agenttrain fewshot-pool runs/econ-train/oracle/episodes.jsonl --env econ
+    --out pools/econ.jsonl
+    """
+    from agenttrain.agent.fewshot import FewshotError, build_pool, read_episodes, write_pool
+    from agenttrain.envs import get_spec
+
+    try:
+        spec = get_spec(env)
+        pool = build_pool(read_episodes(episodes), (spec.name,), spec.split("train"), quantile)
+    except (FewshotError, KeyError) as problem:
+        raise refusal(problem) from None
+    written = write_pool(out, pool)
+    console.print(
+        f"Wrote {written} decisions (reward >= the {quantile:g} quantile) -> {out}",
+        markup=False,
+        soft_wrap=True,
+    )
