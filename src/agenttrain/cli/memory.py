@@ -33,12 +33,19 @@ def memory_serve(
         str, typer.Option(help="rules, or openai:<model> (key from $OPENAI_API_KEY).")
     ] = "rules",
     log_level: LogLevelOption = "warning",
+    env: Annotated[
+        str | None,
+        typer.Option(
+            help="Accept only this environment's training-split task ids (ReMe clients send "
+            "no split; without it, only a 'split' label is checked)."
+        ),
+    ] = None,
 ) -> None:
     """Serve an experience pool with ReMe's task-memory API (/summary_task_memory,
     /retrieve_task_memory, /retrieve_task_memory_simple, /health): AgentEvolver-style clients
     and `memory.url` runs use it unchanged.
 
-    Example: agenttrain memory serve --port 8001 --pool runs/memory/pool.sqlite
+    Example: agenttrain memory serve --port 8001 --pool runs/memory/pool.sqlite --env textcraft
     """
     from agenttrain.memory.embedding import EmbedderMissing, load_embedder
     from agenttrain.memory.pool import ExperiencePool
@@ -49,7 +56,18 @@ def memory_serve(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         chosen = build_summarizer(summarizer)
+        train_tasks = _train_task_ids(env) if env else None
         store = ExperiencePool(pool.resolve(), load_embedder(retrieval))
-        serve_memory(store, chosen, host=host, port=port, log_level=log_level)
-    except (PortInUse, ValueError, EmbedderMissing) as problem:
+        serve_memory(
+            store, chosen, host=host, port=port, log_level=log_level, train_tasks=train_tasks
+        )
+    except (PortInUse, ValueError, KeyError, EmbedderMissing) as problem:
         raise refusal(problem) from None
+
+
+def _train_task_ids(env: str) -> set[str]:
+    """The task ids of the environment's training split, as clients send them (strings)."""
+    from agenttrain.envs import get_spec
+    from agenttrain.memory.experience import TRAIN_SPLIT
+
+    return {str(task_id) for task_id in get_spec(env).split(TRAIN_SPLIT)}
