@@ -146,3 +146,13 @@ def test_demos_refuse_an_unwritable_output_before_playing(tmp_path):
         squeezed = "".join(result.output.split())  # the console may fold a long path anywhere
         assert "".join(message.split()) in squeezed
         assert "oracle" not in result.output  # not one episode was played
+
+
+def test_an_unreachable_memory_url_is_one_error_line_before_training(tmp_path):
+    """Issue 28: it surfaced as a traceback only after the first step's rollouts."""
+    args = [f"run.out_dir={tmp_path / 'run'}", "memory.enabled=true"]
+    args.append("memory.url=http://127.0.0.1:9")  # nobody listens there
+    result = runner.invoke(app, ["train", str(CONFIGS / "largest_grpo.yaml"), *args], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert "error: memory.url http://127.0.0.1:9 cannot be reached" in one_line(result.output)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -41,6 +41,7 @@ def set_up_errors() -> tuple[type[Exception], ...]:
     from agenttrain.envs import EnvError, NotInProcess
     from agenttrain.envs.registry import DuplicateEnvironment, EnvKwargsError
     from agenttrain.envs.source import EnvSourceError
+    from agenttrain.memory.service import MemoryServiceError
     from agenttrain.policy.base import PolicyError
     from agenttrain.rl.rewards import RewardFunctionError
     from agenttrain.run.checkpoint import CheckpointError
@@ -63,6 +64,7 @@ def set_up_errors() -> tuple[type[Exception], ...]:
         EnvKwargsError,
         DuplicateEnvironment,
         NotInProcess,
+        MemoryServiceError,
         KeyError,
     )
 

@@ -95,6 +95,22 @@ class ReMeClient:
         async with self._http().get(f"{self.url}/health") as response:
             return response.status == 200 and (await response.json()).get("status") == "healthy"
 
+    async def check(self) -> None:
+        """Fail before training when the server is down or not a task-memory server (it was
+        found only after the first step's rollouts)."""
+        try:
+            healthy = await self.health()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as failure:
+            reason = f"{type(failure).__name__}: {failure}"
+            raise MemoryServiceError(
+                f"memory.url {self.url} cannot be reached ({reason}); start one with "
+                "`agenttrain memory serve` or unset memory.url to keep the pool in the run folder"
+            ) from None
+        if not healthy:
+            raise MemoryServiceError(
+                f"memory.url {self.url} does not answer /health as a task-memory server"
+            )
+
     async def summarize(
         self, trajectories: Sequence[Trajectory], first_user: int, run_step: int
     ) -> int:

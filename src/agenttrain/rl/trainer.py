@@ -35,7 +35,7 @@ from agenttrain.agent.conversation import conversation_start
 from agenttrain.agent.formats import get_format
 from agenttrain.eval.metrics import summarize
 from agenttrain.memory.experience import require_train_split
-from agenttrain.memory.service import ExperienceService, LocalMemory, open_service
+from agenttrain.memory.service import ExperienceService, LocalMemory, ReMeClient, open_service
 from agenttrain.modeling import build_trainable, load_reference, starts_from_adapter
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
@@ -133,6 +133,8 @@ class Trainer(TrainingRun):
             open_service(config.memory, self.run_dir) if config.memory.enabled else None
         )
         """The experience pool (the run folder's file, or a ReMe-compatible server)."""
+        if isinstance(self.memory, ReMeClient):
+            self.loop.run_until_complete(self.memory.check())
         for part in self.environments.parts:
             self._refuse_held_out_tasks(part)
             # A wrong, dead or incomplete server fails here, before training on nothing.

@@ -64,7 +64,7 @@ class Tracker:
         kept = [
             line
             for line in self.metrics_path.read_text().splitlines()
-            if line.strip() and 0 < resume_step and json.loads(line)["step"] <= resume_step
+            if line.strip() and resume_step > 0 and json.loads(line)["step"] <= resume_step
         ]
         self.metrics_path.write_text("".join(line + "\n" for line in kept))
 
