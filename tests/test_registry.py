@@ -136,3 +136,41 @@ def test_a_served_environment_is_built_with_its_registered_defaults():
         requests.post(f"{url}/create", timeout=5).raise_for_status()
         reset = requests.post(f"{url}/reset", json={"id": 0, "data_idx": 1}, timeout=5).json()
         assert reset["observation"] == "stride 4, limit 10"
+
+
+def run_python(code: str) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_asking_for_one_environment_imports_only_its_package():
+    """Issue 25: the registry imported every environment (minigrid, pygame, ...) on first use."""
+    loaded = run_python(
+        "import sys, agenttrain.envs as e; e.get_spec('textcraft'); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'minigrid', 'gymnasium', 'pygame', 'scienceworld', 'numpy'}), "
+        "sorted(m for m in sys.modules if m.startswith('agenttrain.envs.') and m.count('.') == 2))"
+    )
+    assert loaded.startswith("[] ")
+    assert "agenttrain.envs.textcraft" in loaded and "agenttrain.envs.babyai" not in loaded
+
+
+def test_a_missing_dependency_of_one_environment_affects_only_that_one():
+    shown = run_python(
+        "import sys; sys.modules['minigrid'] = None  # as if minigrid were not installed\n"
+        "import agenttrain.envs as e\n"
+        "print(e.get_spec('textcraft').name)\n"
+        "try:\n    e.get_spec('babyai')\nexcept e.EnvUnavailable as missing:\n    print(missing)\n"
+        "print(sorted(r.spec.name for r in e.registrations()))"
+    )
+    name, problem, listed = shown.splitlines()
+    assert name == "textcraft"
+    assert "environment 'babyai' could not be loaded from agenttrain.envs.babyai:BabyAIEnv" in (
+        problem
+    )
+    assert "minigrid" in problem
+    assert "babyai" not in listed and "textcraft" in listed and "sciworld" in listed

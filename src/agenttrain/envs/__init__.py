@@ -18,6 +18,7 @@ from agenttrain.envs.base import (
 from agenttrain.envs.registry import (
     DuplicateEnvironment,
     EnvKwargsError,
+    EnvUnavailable,
     NotInProcess,
     Registration,
     UnknownEnvironment,
@@ -32,6 +33,7 @@ __all__ = [
     "EnvError",
     "EnvKwargsError",
     "EnvSpec",
+    "EnvUnavailable",
     "Environment",
     "EnvironmentNotReset",
     "InvalidAction",

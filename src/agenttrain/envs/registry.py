@@ -1,18 +1,23 @@
-"""Environments by name: built-in ones, and plug-ins from the `agenttrain.envs` entry point.
+"""Environments by name, each loaded on first use: built-in ones and plug-ins alike.
 
-A plug-in package declares `[project.entry-points."agenttrain.envs"] myenv = "pkg:register"`
-where `register()` calls `agenttrain.envs.register("myenv", MyEnv, **defaults)`; it is then
-served, evaluated and trained on like a built-in environment, configured from YAML through
-`env.kwargs` (passed to `make_env(name, **kwargs)`).
+Every environment is an entry point `name = "module:object"`: the built-ins in `BUILT_IN`,
+plug-ins in their package's `[project.entry-points."agenttrain.envs"]`. Asking for one name
+imports only its module, so a missing optional dependency of one environment affects only
+that environment. The object is an environment class (or factory) with a `spec`, an
+`EnvSpec` alone (a server-only environment), or a function that calls
+`agenttrain.envs.register(...)` itself (to pass defaults or `process_workers`). A plug-in is
+then served, evaluated and trained on like a built-in environment, configured from YAML
+through `env.kwargs` (passed to `make_env(name, **kwargs)`).
 """
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from types import MappingProxyType
 from typing import Any
 
@@ -128,8 +133,36 @@ class EnvKwargsError(TypeError):
     """Keyword arguments the environment's factory does not accept."""
 
 
+class EnvUnavailable(UnknownEnvironment):
+    """An environment's module could not be imported (a missing optional dependency): to
+    its callers, as good as an unknown name, with the reason."""
+
+
+GROUP = "agenttrain.envs"
+
+
+def _built_in(name: str, target: str) -> EntryPoint:
+    return EntryPoint(name, f"agenttrain.envs.{target}", GROUP)
+
+
+BUILT_IN = (
+    _built_in("textcraft", "textcraft:TextCraftEnv"),
+    _built_in("largest", "largest:LargestEnv"),
+    _built_in("babyai", "babyai:BabyAIEnv"),
+    _built_in("econ", "econ:EconEnv"),
+    _built_in("econ_year", "econ:EconYearEnv"),
+    _built_in("sciworld", "sciworld:register_sciworld"),  # a JVM per worker process
+    _built_in("searchqa", "searchqa:SearchQAEnv"),
+    _built_in("sqlgym", "sqlgym:SqlGymEnv"),  # BIRD from $AGENTTRAIN_BIRD_DIR, else bundled
+    _built_in("alfworld", "alfworld:register_alfworld"),  # in-process when installed
+    _built_in("webshop", "agentgym:WEBSHOP"),  # AgentGym's server only
+)
+"""The built-in environments, declared as plug-ins are: name -> where to find it."""
+
 _registry: dict[str, Registration] = {}
-_loaded = False
+_tried: set[str] = set()
+"""Entry points already loaded (or being loaded): each is imported once."""
+log = logging.getLogger(__name__)
 
 
 def register(
@@ -149,9 +182,9 @@ def register(
     `replace=True`, so two plug-ins cannot silently shadow each other. `process_workers=N`
     runs instances in a pool of up to N worker processes (`agenttrain.envs.workers`).
     """
-    _ensure_loaded()
     resolved = _spec_for(name, factory, spec)
     key = name.lower()
+    _load(key)  # a built-in or plug-in of that name first: a clash is then an error
     if key in _registry and not replace:
         raise DuplicateEnvironment(
             f"environment {name!r} is already registered "
@@ -187,40 +220,50 @@ def _origin(entry: Registration) -> str:
     return f"by {getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', '?')}"
 
 
-def _ensure_loaded() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from agenttrain.envs.agentgym import REMOTE_SPECS
-    from agenttrain.envs.alfworld import register_alfworld
-    from agenttrain.envs.babyai import BabyAIEnv
-    from agenttrain.envs.econ import EconEnv, EconYearEnv
-    from agenttrain.envs.largest import LargestEnv
-    from agenttrain.envs.sciworld import SciWorldEnv
-    from agenttrain.envs.searchqa import SearchQAEnv
-    from agenttrain.envs.sqlgym import SqlGymEnv
-    from agenttrain.envs.textcraft import TextCraftEnv
+def _entry_points() -> list[EntryPoint]:
+    """Built-ins first, then the installed plug-ins."""
+    return [*BUILT_IN, *entry_points(group=GROUP)]
 
-    register("textcraft", TextCraftEnv)
-    register("largest", LargestEnv)
-    register("babyai", BabyAIEnv)
-    register("econ", EconEnv)
-    register("econ_year", EconYearEnv)
-    register("sciworld", SciWorldEnv, process_workers=4)  # a JVM per worker process
-    register("searchqa", SearchQAEnv)
-    register("sqlgym", SqlGymEnv)  # BIRD from $AGENTTRAIN_BIRD_DIR, else the bundled set
-    register_alfworld()  # in-process when `alfworld` and $ALFWORLD_DATA are here
-    for spec in REMOTE_SPECS:
-        if spec.name.lower() not in _registry:  # not ported in-process: its server only
-            register(spec.name, spec=spec)
-    for plugin in entry_points(group="agenttrain.envs"):
-        plugin.load()()
+
+def _load(key: str | None) -> None:
+    """Import the entry point(s) named `key` (None: every one) not loaded yet."""
+    for point in _entry_points():
+        if (key is not None and point.name.lower() != key) or point.value in _tried:
+            continue
+        _tried.add(point.value)
+        try:
+            target = point.load()
+        except ImportError as failure:
+            raise EnvUnavailable(
+                f"environment {point.name!r} could not be loaded from {point.value}: "
+                f"{failure} (a missing optional dependency of this environment?)"
+            ) from failure
+        _register_target(point.name, target)
+
+
+def _load_every() -> None:
+    """Load every entry point; one that cannot load is left out with a warning."""
+    for point in _entry_points():
+        try:
+            _load(point.name.lower())
+        except EnvUnavailable as failure:
+            log.warning("%s", failure)
+
+
+def _register_target(name: str, target: Any) -> None:
+    if isinstance(target, EnvSpec):
+        register(name, spec=target)
+    elif isinstance(getattr(target, "spec", None), EnvSpec):
+        register(name, target)
+    else:
+        target()  # a function that registers the environment itself
 
 
 def registration(name: str) -> Registration:
-    _ensure_loaded()
     key = name.lower()
+    _load(key)
+    if key not in _registry:
+        _load_every()  # a plug-in may register names other than its entry point's
     if key not in _registry:
         known = sorted(_registry)
         close = difflib.get_close_matches(key, known, n=1)
@@ -240,7 +283,7 @@ def make_env(name: str, **overrides: Any) -> Environment:
 
 def registrations() -> list[Registration]:
     """All known environments, in-process ones first (TextCraft, the default, leading)."""
-    _ensure_loaded()
+    _load_every()
     return sorted(
         _registry.values(),
         key=lambda r: (not r.in_process, r.spec.name != "textcraft", r.spec.name),

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -142,10 +142,10 @@ class WorkerPool:
 
     def _spawn(self) -> _Worker:
         """Start a worker: a fresh interpreter (not a fork: a JVM or threads do not survive
-        one) that runs `serve_worker` on one end of a socket pair."""
+        one) that runs `worker_main.serve_worker` on one end of a socket pair."""
         ours, theirs = multiprocessing.Pipe()
         process = subprocess.Popen(
-            [sys.executable, "-m", "agenttrain.envs.workers", str(theirs.fileno()), self.env],
+            [sys.executable, "-m", "agenttrain.envs.worker_main", str(theirs.fileno()), self.env],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
         )
@@ -279,55 +279,6 @@ def _stop(worker: _Worker) -> None:
     worker.calls.shutdown(wait=False)
 
 
-# -- the worker process ---------------------------------------------------------------
-
-
-def serve_worker(conn: Connection, env: str) -> None:
-    """A worker's main loop: build, drive and close environments on request until EOF."""
-    from agenttrain.envs.registry import registration
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    entry = registration(env)
-    loop = asyncio.new_event_loop()
-    envs: dict[int, Any] = {}
-    handlers: dict[str, Callable[[int, Any], Any]] = {
-        "open": lambda s, kwargs: envs.__setitem__(s, entry.build_here(**kwargs)),
-        "reset": lambda s, task: loop.run_until_complete(envs[s].reset(task)),
-        "step": lambda s, action: loop.run_until_complete(envs[s].step(action)),
-        "query": lambda s, name: loop.run_until_complete(envs[s].query(name)),
-        "close": lambda s, _: loop.run_until_complete(_close(envs.pop(s, None))),
-    }
-    while True:
-        try:
-            op, session, argument = conn.recv()
-        except (EOFError, OSError):
-            break
-        try:
-            answer: tuple[str, Any] = ("ok", handlers[op](session, argument))
-        except Exception as failure:
-            answer = ("error", _portable(failure))
-        conn.send(answer)
-    for instance in envs.values():
-        with contextlib.suppress(Exception):
-            loop.run_until_complete(_close(instance))
-
-
-async def _close(instance: Any) -> None:
-    if instance is not None:
-        await instance.close()
-
-
-def _portable(failure: Exception) -> Exception:
-    """The exception itself if it survives pickling, else an EnvError with its text."""
-    import pickle
-
-    try:
-        pickle.loads(pickle.dumps(failure))
-        return failure
-    except Exception:
-        return EnvError(f"{type(failure).__name__}: {failure}")
-
-
 # -- pools shared by in-process runs ------------------------------------------------------
 
 _shared: dict[tuple[str, str], WorkerPool] = {}
@@ -353,9 +304,3 @@ def _shutdown_shared() -> None:
         _shared.clear()
     for pool in pools:
         pool.shutdown()
-
-
-if __name__ == "__main__":  # a worker: python -m agenttrain.envs.workers FD ENV
-    from agenttrain.envs.workers import serve_worker as _serve
-
-    _serve(Connection(int(sys.argv[1])), sys.argv[2])

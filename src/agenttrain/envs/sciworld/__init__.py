@@ -5,6 +5,15 @@ The package holds everything about it: the 4,639 games and splits (`games`), the
 It runs in worker processes (`agenttrain.envs.workers`): a JVM per worker, not per game.
 """
 
+from agenttrain.envs.registry import Registration, register
 from agenttrain.envs.sciworld.env import SPEC, SciWorldEnv
 
-__all__ = ["SPEC", "SciWorldEnv"]
+WORKERS = 4
+
+
+def register_sciworld() -> Registration:
+    """In worker processes: a JVM does not survive a fork and is not thread-safe."""
+    return register("sciworld", SciWorldEnv, process_workers=WORKERS)
+
+
+__all__ = ["SPEC", "SciWorldEnv", "register_sciworld"]

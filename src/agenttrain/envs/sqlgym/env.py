@@ -29,7 +29,8 @@ from agenttrain.envs.sqlgym.bird import PARTS
 from agenttrain.envs.sqlgym.bundled import bundled_tasks
 from agenttrain.envs.sqlgym.execution import STEP_LIMIT, execute, execution_match, gold_rows
 from agenttrain.envs.sqlgym.oracle import DATABASE, oracle_for
-from agenttrain.envs.sqlgym.tasks import BIRD_DIR_VARIABLE, SqlTask, configured_bird_dir, task_set
+from agenttrain.envs.sqlgym.sources import task_set
+from agenttrain.envs.sqlgym.tasks import BIRD_DIR_VARIABLE, SqlTask, configured_bird_dir
 
 
 def describe(observation: str) -> dict[str, object]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from agenttrain.envs.actions import Oracle, PlannedAction
-from agenttrain.envs.sqlgym.tasks import task_set
+from agenttrain.envs.sqlgym.sources import task_set
 
 TASK_MARKER = " contains tables such as "
 DATABASE = re.compile(r"(\S+) contains tables such as ")

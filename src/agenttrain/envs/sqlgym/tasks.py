@@ -51,11 +51,3 @@ def configured_bird_dir(bird_dir: str | os.PathLike[str] | None = None) -> str |
     """The BIRD folder to use: the argument, else `AGENTTRAIN_BIRD_DIR`, else None (bundled)."""
     chosen = bird_dir if bird_dir is not None else os.environ.get(BIRD_DIR_VARIABLE)
     return os.fspath(chosen) if chosen else None
-
-
-def task_set(folder: str | None) -> TaskSet:
-    """The tasks of the BIRD folder `folder`, or the bundled set for None (both cached)."""
-    from agenttrain.envs.sqlgym.bird import bird_tasks
-    from agenttrain.envs.sqlgym.bundled import bundled_tasks
-
-    return bird_tasks(folder) if folder else bundled_tasks()
