@@ -15,6 +15,7 @@ from agenttrain.envs.base import (
     StepResult,
     WireProtocol,
 )
+from agenttrain.envs.make import make_env
 from agenttrain.envs.registry import (
     DuplicateEnvironment,
     EnvKwargsError,
@@ -23,7 +24,6 @@ from agenttrain.envs.registry import (
     Registration,
     UnknownEnvironment,
     get_spec,
-    make_env,
     register,
     registrations,
 )

@@ -66,7 +66,8 @@ class Registration:
             )
 
     def build(self, **overrides: Any) -> Environment:
-        """A new instance built with the defaults updated by `overrides`."""
+        """A new instance in this process, built with the defaults updated by `overrides`
+        (`make_env` puts process-isolated environments in worker processes instead)."""
         if self.factory is None:
             raise NotInProcess(
                 f"{self.spec.display_name} does not run in-process here "
@@ -74,11 +75,6 @@ class Registration:
                 "--server URL"
             )
         self.check_kwargs(overrides)
-        if self.process_workers:
-            from agenttrain.envs.workers import shared_pool
-
-            kwargs = {**self.defaults, **overrides}
-            return shared_pool(self.spec.name, self.process_workers, kwargs).environment()
         return self.build_here(**overrides)
 
     def options(self) -> dict[str, Any]:
@@ -274,11 +270,6 @@ def registration(name: str) -> Registration:
 
 def get_spec(name: str) -> EnvSpec:
     return registration(name).spec
-
-
-def make_env(name: str, **overrides: Any) -> Environment:
-    """A new in-process instance of environment `name`, its defaults updated by `overrides`."""
-    return registration(name).build(**overrides)
 
 
 def registrations() -> list[Registration]:

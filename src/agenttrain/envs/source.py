@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agenttrain.envs.base import Environment, EnvSpec
-from agenttrain.envs.registry import NotInProcess, get_spec, make_env, registration
+from agenttrain.envs.make import make_env
+from agenttrain.envs.registry import NotInProcess, get_spec, registration
 
 if TYPE_CHECKING:
     from agenttrain.serving.client import EnvServerPool

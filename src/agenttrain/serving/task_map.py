@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrain.envs.base import EnvError, EnvSpec
-from agenttrain.envs.registry import make_env
+from agenttrain.envs.make import make_env
 
 OURS = "agenttrain's numbering"
 """How error messages name the numbering of the in-process environments."""
