@@ -153,6 +153,30 @@ def test_dynamic_sampling_drops_groups_without_reward_variance(tiny_model_dir, t
     assert rows[0]["rollout/trained_episodes"] == 16 - 4 * filtered
 
 
+def test_a_step_without_a_learning_signal_says_so_on_the_terminal(tiny_model_dir, tmp_path):
+    """Issue 28: only the report showed it; the progress line said 'updating on 0 episodes'."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    reward_file = tmp_path / "flat.py"
+    reward_file.write_text("def compute_score(**_):\n    return 0.0\n")  # no group varies
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        f"reward.custom_function.path={reward_file}",
+        "algorithm.filter_groups.enabled=true",
+        "algorithm.filter_groups.max_num_gen_batches=1",
+        "trainer.total_steps=1",
+        "trainer.test_freq=0",
+    )
+    shown = StringIO()
+    Trainer(config, console=Console(file=shown, width=200)).train()
+    assert "step 1: no update: no group with a learning signal (0 informative, 0 dropped for " in (
+        shown.getvalue()
+    )
+
+
 def test_custom_reward_functions_use_verls_signature(tiny_model_dir, tmp_path):
     reward_file = tmp_path / "reward.py"
     reward_file.write_text(

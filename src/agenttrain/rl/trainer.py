@@ -466,6 +466,12 @@ class Trainer(TrainingRun):
             )
             with timed(timing, "update_weights"):
                 self.policy.sync_weights()
+        else:  # said where the user looks, not only in the report (issue 28)
+            self.console.print(
+                f"step {step}: no update: no group with a learning signal "
+                f"({batch.informative_groups} informative, {batch.dropped_groups} dropped for "
+                f"env errors, of {played_groups}; {batch.rounds} generation round(s))"
+            )
         with (
             warnings.catch_warnings()
         ):  # a step that trained on nothing still advances the schedule
