@@ -121,3 +121,19 @@ def test_first_observation_is_refused_for_agentgym_id_lists(tmp_path):
     result = runner.invoke(app, [*args, "--out", str(tmp_path)], env=WIDE)
     assert result.exit_code == 2
     assert "--first-observation applies to --format verl only" in result.output
+
+
+def test_paths_are_absolute_and_a_machine_local_base_model_is_pointed_out(
+    smollm2_dir, tmp_path, monkeypatch
+):
+    """Issue 28: a relative adapter path and this machine's model cache are useless on a
+    cluster's nodes."""
+    monkeypatch.chdir(tmp_path)
+    result = verl_config(smollm2_dir, tmp_path)
+    assert result.exit_code == 0, result.output
+    words = [shlex.split(line)[0] for line in result.output.splitlines() if "=" in line[:80]]
+    model = next(w for w in words if w.startswith("actor_rollout_ref.model.path="))
+    assert Path(model.split("=", 1)[1]).is_absolute()
+    squeezed = "".join(result.output.split())
+    assert "note:thebasemodelisthismachine'sconvertedcopy" in squeezed
+    assert "--verlactor_rollout_ref.model.path=<aHubidorapaththeyshare>" in squeezed

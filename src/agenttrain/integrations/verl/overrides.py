@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
-from agenttrain.policy.models import ModelSpec, resolve
+from agenttrain.policy.models import ModelSpec, cache_root, resolve
 from agenttrain.rl.config import TrainConfig
 
 ACTOR = "actor_rollout_ref.actor"
@@ -202,11 +202,12 @@ def _model(out: Overrides, config: TrainConfig) -> None:
     if spec.base is not None:
         _adapter_start(out, config, spec)
     else:
-        out.set("model.path", f"{MODEL}.path", str(spec.path))
+        out.set("model.path", f"{MODEL}.path", str(spec.path.resolve()))
         out.set("model.lora.enabled", f"{MODEL}.lora_rank", lora.rank if lora.enabled else 0)
         out.into("model.lora.rank", f"{MODEL}.lora_rank")
         out.set("model.lora.alpha", f"{MODEL}.lora_alpha", lora.alpha)
         out.set("model.lora.target_modules", f"{MODEL}.target_modules", lora.target_modules)
+    _note_machine_local(out, spec.base or spec.path)
     if lora.enabled:
         out.set("model.lora.enabled", f"{ROLLOUT}.load_format", "safetensors")
     out.unsupported_key(
@@ -238,6 +239,15 @@ def _model(out: Overrides, config: TrainConfig) -> None:
     )
 
 
+def _note_machine_local(out: Overrides, base: Path) -> None:
+    """The base model converted into this machine's cache is not on a cluster's nodes."""
+    if base.resolve().is_relative_to(cache_root().resolve()):
+        out.notes.append(
+            f"the base model is this machine's converted copy ({base.resolve()}); a cluster's "
+            f"nodes need their own: add --verl {MODEL}.path=<a Hub id or a path they share>"
+        )
+
+
 def _adapter_start(out: Overrides, config: TrainConfig, spec: ModelSpec) -> None:
     """A LoRA checkpoint (e.g. an SFT run): verl loads it on its base and keeps training it,
     with the adapter's own rank, alpha and target modules."""
@@ -250,8 +260,8 @@ def _adapter_start(out: Overrides, config: TrainConfig, spec: ModelSpec) -> None
             "and set model.path=DIR"
         )
     adapter = json.loads((spec.path / "adapter_config.json").read_text())
-    out.set("model.path", f"{MODEL}.path", str(spec.base))
-    out.set("model.path", f"{MODEL}.lora_adapter_path", str(spec.path))
+    out.set("model.path", f"{MODEL}.path", str(spec.base.resolve()))
+    out.set("model.path", f"{MODEL}.lora_adapter_path", str(spec.path.resolve()))
     out.set("model.path", f"{MODEL}.lora_rank", int(adapter["r"]))
     out.set("model.path", f"{MODEL}.lora_alpha", int(adapter["lora_alpha"]))
     reason = "a LoRA checkpoint keeps its own shape (adapter_config.json)"
