@@ -21,6 +21,7 @@ from agenttrain.serving.client import EnvServerPool
 from agenttrain.serving.errors import (
     EnvRequestFailed,
     ServerBusy,
+    ServerRefused,
     ServerTimeout,
     ServerUnreachable,
     SessionLost,
@@ -44,6 +45,16 @@ async def test_a_server_of_another_environment_is_a_clear_error(textcraft_url):
     assert textcraft_url in message
     assert "'This is environment BabyAI.'" in message
     assert "'This is environment TextCraft.'" in message
+
+
+async def test_a_missing_token_names_the_options_that_give_it(start_textcraft):
+    """Issue 28: a 401 said 'bearer token' but not how a client sends one."""
+    url = start_textcraft("--token", "s3cret").url
+    async with EnvServerPool("textcraft", url) as pool:
+        with pytest.raises(ServerRefused) as caught:
+            await pool.environment().reset(0)
+    assert caught.value.status == 401
+    assert "--token, $AGENTTRAIN_SERVER_TOKEN or env.token" in str(caught.value)
 
 
 async def test_an_unreachable_server_is_named_after_retries():

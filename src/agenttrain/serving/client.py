@@ -209,6 +209,8 @@ class EnvServerPool:
                 return
             expected = self.spec.protocol.root_text
             response = await self._exchange("GET", url, "/", idempotent=True)
+            if response.status == 401:  # the right server, wanting a token we do not send
+                raise ServerRefused(url, "/", 401, response.text)
             found = _root_text(response)
             if found != expected:
                 raise WrongServer(url, expected, found)

@@ -32,11 +32,18 @@ class WrongServer(EnvServerError):
         self.found = found
 
 
+TOKEN_HINT = (
+    " (the server was started with `agenttrain serve --token`: give the client the same token, "
+    "with --token, $AGENTTRAIN_SERVER_TOKEN or env.token)"
+)
+
+
 class ServerRefused(EnvServerError):
     """An HTTP error status: bad token (401), wrong route (404), bad request (422), busy (503)."""
 
     def __init__(self, url: str, route: str, status: int, body: str) -> None:
-        super().__init__(url, f"{route} answered HTTP {status}: {body[:300]}")
+        hint = TOKEN_HINT if status == 401 else ""
+        super().__init__(url, f"{route} answered HTTP {status}: {body[:300]}{hint}")
         self.route = route
         self.status = status
         self.body = body
