@@ -27,15 +27,17 @@ def test_task_selection_and_ranges():
         select_tasks("textcraft", "test", [100])
 
 
-def test_a_folder_of_checkpoints_expands_to_each(tmp_path):
+def test_a_folder_of_checkpoints_expands_to_each_and_a_run_to_its_last(tmp_path):
     for step in (10, 2):
         folder = tmp_path / "checkpoints" / f"step-{step}"
         folder.mkdir(parents=True)
         (folder / "config.json").write_text("{}")
-    assert expand_models([str(tmp_path)]) == [
+    assert expand_models([str(tmp_path / "checkpoints")]) == [
         str(tmp_path / "checkpoints" / "step-2"),
         str(tmp_path / "checkpoints" / "step-10"),
     ]
+    # issue 28: a run folder (what the run's report suggests) is the model the run ended with
+    assert expand_models([str(tmp_path)]) == [str(tmp_path / "checkpoints" / "step-10")]
 
 
 def test_eval_writes_summary_episodes_and_a_report_with_plots(tmp_path):

@@ -16,7 +16,8 @@ ModelsOption = Annotated[
         "--model",
         "-m",
         help="Model spec (repeat to compare): smollm2-135m, a model "
-        "or checkpoint folder, a folder of checkpoints, openai:<model>, oracle.",
+        "or checkpoint folder, a run folder (its last checkpoint), a run's checkpoints/ "
+        "folder (each checkpoint), openai:<model>, oracle.",
     ),
 ]
 EnvOption = Annotated[

@@ -133,17 +133,19 @@ def format_ranges(values: Sequence[int]) -> str:
 
 
 def expand_models(specs: Sequence[str]) -> list[str]:
-    """A folder of checkpoints stands for each checkpoint in it, oldest first."""
+    """A run folder stands for its newest checkpoint (the model the run ended with); a folder
+    of checkpoints (a run's `checkpoints/`) for each checkpoint in it, oldest first."""
     expanded = []
     for spec in specs:
         folder = Path(spec)
         if folder.is_dir() and not _is_model(folder):
-            inner = folder / "checkpoints" if (folder / "checkpoints").is_dir() else folder
+            run = (folder / "checkpoints").is_dir()
+            inner = folder / "checkpoints" if run else folder
             children = sorted(
                 (c for c in inner.iterdir() if c.is_dir() and _is_model(c)), key=_step
             )
             if children:
-                expanded += [str(c) for c in children]
+                expanded += [str(c) for c in (children[-1:] if run else children)]
                 continue
         expanded.append(spec)
     return expanded
