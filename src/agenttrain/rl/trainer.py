@@ -174,12 +174,8 @@ class Trainer(TrainingRun):
         )
 
     def _restore(self, folder: Path) -> None:
-        state = checkpoint.load_state(folder)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        state = self._restore_training(folder)
         self.kl_ctrl.load_state_dict(state["kl_controller"])
-        checkpoint.restore_rng(state["rng"])
-        self.step = int(state["step"])
         # Checkpoints from before dynamic-sampling refill consumed exactly batch_tasks a step.
         self.tasks_consumed = int(
             state.get("tasks_consumed", self.step * self.config.data.batch_tasks)
@@ -276,34 +272,24 @@ class Trainer(TrainingRun):
 
     def save(self) -> Path:
         state = {
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
             "kl_controller": self.kl_ctrl.state_dict(),
             "tasks_consumed": self.tasks_consumed,
             "task_stats": self.task_stats.state(),
         }
-        folder = checkpoint.save(
-            self.run_dir,
-            self.step,
-            self.model,
-            self.tokenizer,
-            self.config.model.path,
-            state,
-            self.config.trainer.keep_checkpoints,
-            generation={
-                "env": self.config.env.name,
-                **self.config.rollout.model_dump(
-                    include={
-                        "action_format",
-                        "prompt_style",
-                        "max_new_tokens",
-                        "max_turns",
-                        "max_context",
-                        "system_prompt",
-                    }
-                ),
-            },
-        )
+        generation = {
+            "env": self.config.env.name,
+            **self.config.rollout.model_dump(
+                include={
+                    "action_format",
+                    "prompt_style",
+                    "max_new_tokens",
+                    "max_turns",
+                    "max_context",
+                    "system_prompt",
+                }
+            ),
+        }
+        folder = self._save_checkpoint(state, generation)
         write_training_report(self.run_dir, self.config)
         return folder
 

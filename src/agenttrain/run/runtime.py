@@ -179,6 +179,10 @@ class TrainingRun:
     config: BaseModel
     resume_from: Path | None
     config_changes: dict[str, tuple[Any, Any]]
+    model: torch.nn.Module
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
 
     def _open_run(self, config: Any, console: Console | None) -> None:
         """The run's config, console and folder, refused while another process trains in
@@ -236,6 +240,39 @@ class TrainingRun:
 
     def _train(self) -> Path:
         raise NotImplementedError
+
+    def _restore_training(self, folder: Path) -> dict[str, Any]:
+        """Optimizer, schedule, random states and step from checkpoint `folder` (the model
+        was built from it); the checkpoint's state, for what else the trainer keeps there."""
+        from agenttrain.run import checkpoint
+
+        state = checkpoint.load_state(folder)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        checkpoint.restore_rng(state["rng"])
+        self.step = int(state["step"])
+        return state
+
+    def _save_checkpoint(self, state: dict[str, Any], generation: dict[str, Any]) -> Path:
+        """Checkpoint `step-N`: model, tokenizer, optimizer, schedule, random states, the
+        trainer's own `state`, and the `generation` settings an evaluation plays it with."""
+        from agenttrain.run import checkpoint
+
+        config: Any = self.config
+        return checkpoint.save(
+            self.run_dir,
+            self.step,
+            self.model,
+            self.tokenizer,
+            config.model.path,
+            {
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                **state,
+            },
+            config.trainer.keep_checkpoints,
+            generation=generation,
+        )
 
     def _check_resume_config(self, allow_change: bool) -> dict[str, tuple[Any, Any]]:
         """Before anything is loaded: refuse to resume with other settings than the run's

@@ -65,11 +65,7 @@ class SFTTrainer(TrainingRun):
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
         if self.resume_from is not None:
-            state = checkpoint.load_state(self.resume_from)
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            checkpoint.restore_rng(state["rng"])
-            self.step = int(state["step"])
+            self._restore_training(self.resume_from)
         self.eval_summary: dict[str, Any] | None = None
 
     @property
@@ -236,24 +232,15 @@ class SFTTrainer(TrainingRun):
         return self.run_dir
 
     def save(self) -> Path:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
-        return checkpoint.save(
-            self.run_dir,
-            self.step,
-            self.model,
-            self.tokenizer,
-            self.config.model.path,
-            state,
-            self.config.trainer.keep_checkpoints,
-            generation={
-                "env": self.config.data.env,
-                "action_format": self.config.eval.action_format,
-                "max_new_tokens": self.config.eval.max_new_tokens,
-                "max_turns": self.config.eval.max_turns,
-                "max_context": self.config.data.max_length,
-                "system_prompt": self.config.data.system_prompt,
-            },
-        )
+        generation = {
+            "env": self.config.data.env,
+            "action_format": self.config.eval.action_format,
+            "max_new_tokens": self.config.eval.max_new_tokens,
+            "max_turns": self.config.eval.max_turns,
+            "max_context": self.config.data.max_length,
+            "system_prompt": self.config.data.system_prompt,
+        }
+        return self._save_checkpoint({}, generation)
 
     def evaluate_final(self) -> dict[str, Any]:
         """Play held-out tasks with the final checkpoint (eval runner, report in `eval/`)."""
