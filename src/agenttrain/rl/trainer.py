@@ -30,7 +30,6 @@ from rich.progress import (
     Progress,
 )
 
-from agenttrain import config as config_io
 from agenttrain.agent.conversation import conversation_start
 from agenttrain.agent.formats import get_format
 from agenttrain.eval.metrics import summarize
@@ -53,30 +52,25 @@ from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
 from agenttrain.run import checkpoint
-from agenttrain.run.lock import ensure_free
 from agenttrain.run.runtime import (
-    GracefulStop,
     RunFailed,
     TrainingRun,
     lr_factor,
-    seed_everything,
     step_progress,
 )
-from agenttrain.run.tracking import Tracker
 from agenttrain.serving.task_map import TaskOverlap, check_split_disjoint, local_task_table
 
 
 class Trainer(TrainingRun):
+    config: TrainConfig
+
     def __init__(
         self,
         config: TrainConfig,
         console: Console | None = None,
         allow_config_change: bool = False,
     ) -> None:
-        self.config = config
-        self.console = console or Console()
-        self.run_dir = config.run.out_dir
-        ensure_free(self.run_dir)  # before anything is loaded
+        self._open_run(config, console)
         self.environments = RunEnvironments.build(
             config.environments,
             seed=config.run.seed,
@@ -86,11 +80,7 @@ class Trainer(TrainingRun):
             timeout_s=config.rollout.env_timeout_s,
         )
         """The run's environments (one, or several mixed by weight) and its task stream."""
-        self.device = torch.device(config.model.device)
-        self.resume_from = self._find_resume_point()
-        self.config_changes = self._check_resume_config(allow_config_change)
-        seed_everything(config.run.seed)
-        self.stop = GracefulStop(self.console)
+        self._set_up_run(allow_config_change)
         self.model, self.tokenizer = self._build_model()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.reference = self._build_reference()
@@ -144,9 +134,6 @@ class Trainer(TrainingRun):
 
     # -- set-up ---------------------------------------------------------------------------
 
-    def _find_resume_point(self) -> Path | None:
-        return checkpoint.resume_point(self.run_dir, self.config.trainer.resume)
-
     def _build_model(self) -> tuple[torch.nn.Module, Any]:
         source = self.resume_from / "model" if self.resume_from else None
         return build_trainable(self.config.model, source)
@@ -187,12 +174,8 @@ class Trainer(TrainingRun):
         )
 
     def _restore(self, folder: Path) -> None:
-        state = checkpoint.load_state(folder)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        state = self._restore_training(folder)
         self.kl_ctrl.load_state_dict(state["kl_controller"])
-        checkpoint.restore_rng(state["rng"])
-        self.step = int(state["step"])
         # Checkpoints from before dynamic-sampling refill consumed exactly batch_tasks a step.
         self.tasks_consumed = int(
             state.get("tasks_consumed", self.step * self.config.data.batch_tasks)
@@ -206,19 +189,7 @@ class Trainer(TrainingRun):
 
     def _train(self) -> Path:
         config = self.config
-        self.record_config(config_io.dump(config))
-        tracker = Tracker(
-            config.trainer.loggers,
-            self.run_dir,
-            config.run.name,
-            config.model_dump(mode="json"),
-            resume_step=self.step,
-        )
-        if self.resume_from is not None:
-            self.console.print(
-                f"resuming {self.run_dir} from {self.resume_from.name} (step {self.step})"
-            )
-        self.stop.install()
+        tracker = self._start_training()
         last_saved = self.step if self.resume_from else None
         failure = None
         try:
@@ -301,34 +272,24 @@ class Trainer(TrainingRun):
 
     def save(self) -> Path:
         state = {
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
             "kl_controller": self.kl_ctrl.state_dict(),
             "tasks_consumed": self.tasks_consumed,
             "task_stats": self.task_stats.state(),
         }
-        folder = checkpoint.save(
-            self.run_dir,
-            self.step,
-            self.model,
-            self.tokenizer,
-            self.config.model.path,
-            state,
-            self.config.trainer.keep_checkpoints,
-            generation={
-                "env": self.config.env.name,
-                **self.config.rollout.model_dump(
-                    include={
-                        "action_format",
-                        "prompt_style",
-                        "max_new_tokens",
-                        "max_turns",
-                        "max_context",
-                        "system_prompt",
-                    }
-                ),
-            },
-        )
+        generation = {
+            "env": self.config.env.name,
+            **self.config.rollout.model_dump(
+                include={
+                    "action_format",
+                    "prompt_style",
+                    "max_new_tokens",
+                    "max_turns",
+                    "max_context",
+                    "system_prompt",
+                }
+            ),
+        }
+        folder = self._save_checkpoint(state, generation)
         write_training_report(self.run_dir, self.config)
         return folder
 

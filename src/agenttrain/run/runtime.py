@@ -1,6 +1,7 @@
-"""What every training loop (GRPO, SFT) shares: seeding, the learning-rate schedule, the
-progress display (a bar on a terminal, plain lines in a log) and Ctrl-C / SIGTERM handling
-that saves before it stops."""
+"""What every training loop (GRPO, SFT) shares: the run's set-up (folder, resume point,
+seeds, config record, metric loggers), the learning-rate schedule, the progress display (a
+bar on a terminal, plain lines in a log) and Ctrl-C / SIGTERM handling that saves before it
+stops."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,6 +27,9 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+if TYPE_CHECKING:
+    from agenttrain.run.tracking import Tracker
 
 
 def seed_everything(seed: int) -> None:
@@ -163,15 +167,68 @@ class RunFailed(RuntimeError):
 
 
 class TrainingRun:
-    """The end of a run both trainers share: the stop flag, the finished mark, the summary."""
+    """What both trainers share around their own work: the set-up of the run (`_open_run`,
+    then `_set_up_run`, then `_start_training` in `_train`), the stop flag, the finished
+    mark, the summary."""
 
     console: Console
     stop: GracefulStop
     run_dir: Path
+    device: torch.device
     step: int
     config: BaseModel
     resume_from: Path | None
     config_changes: dict[str, tuple[Any, Any]]
+    model: torch.nn.Module
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+
+    def _open_run(self, config: Any, console: Console | None) -> None:
+        """The run's config, console and folder, refused while another process trains in
+        it. First of all, before anything is loaded."""
+        from agenttrain.run.lock import ensure_free
+
+        self.config = config
+        self.console = console or Console()
+        self.run_dir = config.run.out_dir
+        ensure_free(self.run_dir)
+
+    def _set_up_run(self, allow_config_change: bool) -> None:
+        """The device, the checkpoint to resume from (refusing changed settings unless
+        allowed), the seeds and the Ctrl-C / SIGTERM handler; before the model is built."""
+        from agenttrain.run import checkpoint
+
+        config: Any = self.config
+        self.device = torch.device(config.model.device)
+        self.resume_from = checkpoint.resume_point(self.run_dir, config.trainer.resume)
+        self.config_changes = self._check_resume_config(allow_config_change)
+        seed_everything(config.run.seed)
+        self.stop = GracefulStop(self.console)
+
+    def _start_training(self, preamble: str | None = None) -> Tracker:
+        """The start of `_train`: config.yaml recorded, the metric loggers opened (the
+        tracker to log to, and to close), `preamble` and the resume point said, Ctrl-C handled."""
+        from agenttrain import config as config_io
+        from agenttrain.run.tracking import Tracker
+
+        config: Any = self.config
+        self.record_config(config_io.dump(config))
+        tracker = Tracker(
+            config.trainer.loggers,
+            self.run_dir,
+            config.run.name,
+            config.model_dump(mode="json"),
+            resume_step=self.step,
+        )
+        if preamble is not None:
+            self.console.print(preamble)
+        if self.resume_from is not None:
+            self.console.print(
+                f"resuming {self.run_dir} from {self.resume_from.name} (step {self.step})"
+            )
+        self.stop.install()
+        return tracker
 
     def train(self) -> Path:
         """Train in the run folder, as its only writer (`run.lock`); returns the folder."""
@@ -183,6 +240,39 @@ class TrainingRun:
 
     def _train(self) -> Path:
         raise NotImplementedError
+
+    def _restore_training(self, folder: Path) -> dict[str, Any]:
+        """Optimizer, schedule, random states and step from checkpoint `folder` (the model
+        was built from it); the checkpoint's state, for what else the trainer keeps there."""
+        from agenttrain.run import checkpoint
+
+        state = checkpoint.load_state(folder)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        checkpoint.restore_rng(state["rng"])
+        self.step = int(state["step"])
+        return state
+
+    def _save_checkpoint(self, state: dict[str, Any], generation: dict[str, Any]) -> Path:
+        """Checkpoint `step-N`: model, tokenizer, optimizer, schedule, random states, the
+        trainer's own `state`, and the `generation` settings an evaluation plays it with."""
+        from agenttrain.run import checkpoint
+
+        config: Any = self.config
+        return checkpoint.save(
+            self.run_dir,
+            self.step,
+            self.model,
+            self.tokenizer,
+            config.model.path,
+            {
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                **state,
+            },
+            config.trainer.keep_checkpoints,
+            generation=generation,
+        )
 
     def _check_resume_config(self, allow_change: bool) -> dict[str, tuple[Any, Any]]:
         """Before anything is loaded: refuse to resume with other settings than the run's

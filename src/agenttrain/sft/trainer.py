@@ -17,20 +17,15 @@ from typing import Any
 import torch
 from rich.console import Console
 
-from agenttrain import config as config_io
 from agenttrain.logprobs import logprobs_at
 from agenttrain.modeling import autocast, build_trainable
 from agenttrain.policy.chat import ChatTemplate
 from agenttrain.run import checkpoint
-from agenttrain.run.lock import ensure_free
 from agenttrain.run.runtime import (
-    GracefulStop,
     TrainingRun,
     lr_factor,
-    seed_everything,
     step_progress,
 )
-from agenttrain.run.tracking import Tracker
 from agenttrain.sft.batching import collate, micro_batches, plan_steps
 from agenttrain.sft.config import SFTConfig
 from agenttrain.sft.data import DataError, read_conversations
@@ -40,21 +35,16 @@ from agenttrain.sft.tokenize import Example, tokenize
 
 
 class SFTTrainer(TrainingRun):
+    config: SFTConfig
+
     def __init__(
         self,
         config: SFTConfig,
         console: Console | None = None,
         allow_config_change: bool = False,
     ) -> None:
-        self.config = config
-        self.console = console or Console()
-        self.run_dir = config.run.out_dir
-        ensure_free(self.run_dir)  # before anything is loaded
-        self.device = torch.device(config.model.device)
-        self.resume_from = checkpoint.resume_point(self.run_dir, config.trainer.resume)
-        self.config_changes = self._check_resume_config(allow_config_change)
-        seed_everything(config.run.seed)
-        self.stop = GracefulStop(self.console)
+        self._open_run(config, console)
+        self._set_up_run(allow_config_change)
         source = self.resume_from / "model" if self.resume_from else None
         self.model, self.tokenizer = build_trainable(config.model, source)
         self.template = ChatTemplate(self.tokenizer, config.data.system_prompt)
@@ -75,11 +65,7 @@ class SFTTrainer(TrainingRun):
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
         if self.resume_from is not None:
-            state = checkpoint.load_state(self.resume_from)
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            checkpoint.restore_rng(state["rng"])
-            self.step = int(state["step"])
+            self._restore_training(self.resume_from)
         self.eval_summary: dict[str, Any] | None = None
 
     @property
@@ -211,20 +197,7 @@ class SFTTrainer(TrainingRun):
 
     def _train(self) -> Path:
         config = self.config
-        self.record_config(config_io.dump(config))
-        tracker = Tracker(
-            config.trainer.loggers,
-            self.run_dir,
-            config.run.name,
-            config.model_dump(mode="json"),
-            resume_step=self.step,
-        )
-        self.console.print(self.describe_data())
-        if self.resume_from is not None:
-            self.console.print(
-                f"resuming {self.run_dir} from {self.resume_from.name} (step {self.step})"
-            )
-        self.stop.install()
+        tracker = self._start_training(preamble=self.describe_data())
         last_saved = self.step if self.resume_from else None
         try:
             with step_progress(self.console) as progress:
@@ -259,24 +232,15 @@ class SFTTrainer(TrainingRun):
         return self.run_dir
 
     def save(self) -> Path:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
-        return checkpoint.save(
-            self.run_dir,
-            self.step,
-            self.model,
-            self.tokenizer,
-            self.config.model.path,
-            state,
-            self.config.trainer.keep_checkpoints,
-            generation={
-                "env": self.config.data.env,
-                "action_format": self.config.eval.action_format,
-                "max_new_tokens": self.config.eval.max_new_tokens,
-                "max_turns": self.config.eval.max_turns,
-                "max_context": self.config.data.max_length,
-                "system_prompt": self.config.data.system_prompt,
-            },
-        )
+        generation = {
+            "env": self.config.data.env,
+            "action_format": self.config.eval.action_format,
+            "max_new_tokens": self.config.eval.max_new_tokens,
+            "max_turns": self.config.eval.max_turns,
+            "max_context": self.config.data.max_length,
+            "system_prompt": self.config.data.system_prompt,
+        }
+        return self._save_checkpoint({}, generation)
 
     def evaluate_final(self) -> dict[str, Any]:
         """Play held-out tasks with the final checkpoint (eval runner, report in `eval/`)."""
