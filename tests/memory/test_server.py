@@ -8,12 +8,22 @@ import urllib.error
 import urllib.request
 
 import pytest
+from typer.testing import CliRunner
 
+from agenttrain.agent.conversation import conversation_start
+from agenttrain.agent.formats import get_format
+from agenttrain.cli import app
+from agenttrain.envs.registry import get_spec
 from agenttrain.memory.pool import ExperiencePool
 from agenttrain.memory.server import create_memory_app
-from agenttrain.memory.service import MemoryServiceError, ReMeClient
+from agenttrain.memory.service import (
+    ExperienceService,
+    LocalMemory,
+    MemoryServiceError,
+    ReMeClient,
+)
 from agenttrain.memory.summarize import RuleSummarizer
-from agenttrain.rollout.trajectory import Trajectory, Turn
+from agenttrain.rollout.trajectory import Trajectory, Turn, read_jsonl
 from support import health, serve_in_thread
 
 SYSTEM = {"role": "system", "content": "You are a Minecraft crafting agent. " * 40}
@@ -197,3 +207,33 @@ def test_a_server_for_an_environment_refuses_tasks_outside_its_training_split(tm
         "task 17 is labelled 'train' but is not in the environment's training split"
         in (answer["detail"])
     )
+
+
+def test_the_served_pool_retrieves_what_the_in_process_pool_does(tmp_path):
+    """Issue 28: over `memory.url` retrieval must equal the in-process pool's on the same
+    episodes (oracle TextCraft episodes, summarized by the same summarizer, as training does)."""
+    demos = tmp_path / "demos.jsonl"
+    arguments = ["demos", "--env", "textcraft", "--split", "train", "--tasks", "0-11"]
+    result = CliRunner().invoke(app, [*arguments, "--solver", "oracle", "--out", str(demos)])
+    assert result.exit_code == 0, result.output
+    episodes = list(read_jsonl(demos))
+    goals = [str(t.task_info["goal"]) for t in episodes]
+    assert len(set(goals)) >= 10
+    spec = get_spec("textcraft")
+    first_user = len(conversation_start(spec, get_format("react", spec.name), "agenttrain"))
+
+    async def answers(memory: ExperienceService) -> list[str]:
+        try:
+            assert await memory.summarize(episodes, first_user, run_step=1) > 0
+            return [await memory.retrieve(goal, 2) for goal in goals]
+        finally:
+            await memory.aclose()
+
+    local = LocalMemory(ExperiencePool(tmp_path / "local.sqlite"), RuleSummarizer(), "run")
+    in_process = asyncio.run(answers(local))
+    served_app = create_memory_app(ExperiencePool(tmp_path / "served.sqlite"), RuleSummarizer())
+    with serve_in_thread(served_app) as url:
+        served = asyncio.run(answers(ReMeClient(url, workspace_id="run")))
+    assert served == in_process
+    for goal, answer in zip(goals, served, strict=True):
+        assert f"When to use: Task: {goal}\n" in answer.split("\n\n")[0]  # its own task first

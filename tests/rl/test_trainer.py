@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -241,8 +242,11 @@ def test_export_merges_lora_into_a_plain_model(tiny_model_dir, tmp_path):
             "actor.entropy_coeff=0.1",
         )
     )
-    merged = export(str(tmp_path / "run"), tmp_path / "merged", merge_lora=True)
-    adapter = export(str(tmp_path / "run"), tmp_path / "adapter", merge_lora=False)
+    merged = export(str(tmp_path / "run"), tmp_path / "merged", merge_lora=True).folder
+    exported = export(str(tmp_path / "run"), tmp_path / "adapter", merge_lora=False)
+    adapter = exported.folder
+    assert exported.notes == []  # a base the user gave as a folder is named by its absolute path
+    assert _adapter_base_name(adapter) == str(tiny_model_dir.resolve())
     from peft import PeftModel
 
     plain = AutoModelForCausalLM.from_pretrained(merged)
@@ -254,6 +258,26 @@ def test_export_merges_lora_into_a_plain_model(tiny_model_dir, tmp_path):
         assert torch.allclose(plain(ids).logits, with_adapter(ids).logits, atol=1e-4)
     with pytest.raises(ValueError, match="not empty"):
         export(str(tmp_path / "run"), tmp_path / "merged")
+
+
+def _adapter_base_name(adapter: Path) -> str:
+    return json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+
+
+def test_an_adapter_export_names_the_base_another_machine_has(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """Item 10 of issue 28: an adapter exported on a base converted into this machine's cache
+    named that cache path, which a cluster's nodes do not have, without a word."""
+    train(recipe(tiny_model_dir, tmp_path / "run", "trainer.total_steps=1", "trainer.save_freq=1"))
+    monkeypatch.setenv("AGENTTRAIN_CACHE", str(tiny_model_dir.parent))  # the base is "cached"
+    local = export(str(tmp_path / "run"), tmp_path / "local")
+    assert "converted copy" in local.notes[0] and "--base-model" in local.notes[0]
+    shared = export(str(tmp_path / "run"), tmp_path / "shared", base_model="org/base-model")
+    assert shared.notes == []
+    assert _adapter_base_name(shared.folder) == "org/base-model"
+    with pytest.raises(ValueError, match="--base-model names the base of an adapter"):
+        export(str(tmp_path / "run"), tmp_path / "merged", merge_lora=True, base_model="x")
 
 
 def test_the_max_turn_curriculum_follows_its_schedule():

@@ -156,6 +156,13 @@ def export(
     source: Annotated[str, typer.Argument(help="A run folder, checkpoint folder or model spec.")],
     out: Annotated[Path, typer.Option(help="Folder to write (must be new or empty).")],
     merge_lora: Annotated[bool, typer.Option(help="Merge a LoRA adapter into its base.")] = False,
+    base_model: Annotated[
+        str | None,
+        typer.Option(
+            help="What an adapter export names as its base: a Hub id or a path the machine that "
+            "loads it has (default: the base's absolute path here)."
+        ),
+    ] = None,
 ) -> None:
     """Write a standalone Hugging Face model folder from a run or checkpoint.
 
@@ -165,7 +172,9 @@ def export(
     from agenttrain.rl.export import export as export_model
 
     try:
-        folder = export_model(source, out, merge_lora)
+        exported = export_model(source, out, merge_lora, base_model)
     except (PolicyError, ValueError) as problem:
         raise failure(problem) from None
-    console.print(f"Exported {source} to {folder}")
+    console.print(f"Exported {source} to {exported.folder} ({exported.kind})")
+    for note in exported.notes:
+        console.print(f"[yellow]note:[/] {note}")
