@@ -169,6 +169,10 @@ class EnvSpec:
     """How a ReAct reply becomes this environment's action (its AgentGym client's rule)."""
     oracle: Oracle | None = None
     """The expert that solves its tasks, if it has one (demonstrations, `--model oracle`)."""
+    progress: Callable[[int, Sequence[str]], float] | None = None
+    """How far an unsolved episode of a task got, from 0 to 1, given the actions it sent
+    (TextCraft: the share of the goal's intermediate items crafted). Training adds
+    `reward.progress_weight` times it to a failed episode's score; evaluation never does."""
     action_fields: tuple[str, ...] = ()
     """The fields of its JSON action (econ: work, consumption). `agenttrain compare` shows
     the distributions of these only, not of stray keys in malformed replies."""

@@ -173,6 +173,11 @@ class CustomRewardConfig(Section):
 
 class RewardConfig(Section):
     custom_function: CustomRewardConfig = Field(default_factory=CustomRewardConfig)
+    progress_weight: float = Field(0.0, ge=0, lt=1)
+    """Partial credit in training: an unsolved episode scores this times the environment's
+    progress (TextCraft: the share of the goal's intermediate items crafted), so groups on
+    goals nobody solves yet can still differ. 0: success only. Evaluation always scores
+    success only."""
 
 
 class TrainerConfig(Section):

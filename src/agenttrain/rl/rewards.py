@@ -21,11 +21,13 @@ import importlib.util
 import inspect
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
+from agenttrain.envs.base import EnvSpec
 from agenttrain.rollout.trajectory import Trajectory
 
 
@@ -137,3 +139,45 @@ def _finite(value: Any, function: Callable[..., Any], trajectory: Trajectory) ->
         f"the reward function {function} returned {value!r} for task {trajectory.task_id}; "
         "it must return a finite number or a dict with a numeric 'score'"
     )
+
+
+Progress = Callable[[int, Sequence[str]], float]
+"""An environment's progress of an episode: (task id, actions sent) -> 0..1 (`EnvSpec.progress`)."""
+
+
+def progress_functions(specs: Sequence[EnvSpec], weight: float) -> dict[str, Progress]:
+    """Each environment's progress function, when `reward.progress_weight` asks for them; an
+    environment without one is a configuration error, not a silent success-only reward."""
+    if weight == 0:
+        return {}
+    missing = [spec.name for spec in specs if spec.progress is None]
+    if missing:
+        raise RewardFunctionError(
+            f"reward.progress_weight is {weight} but {', '.join(missing)} reports no progress "
+            "(environments that do: textcraft); set reward.progress_weight=0"
+        )
+    return {spec.name: spec.progress for spec in specs if spec.progress is not None}
+
+
+def add_progress(
+    trajectories: Sequence[Trajectory],
+    scores: Sequence[float],
+    progress: dict[str, Progress],
+    weight: float,
+) -> tuple[list[float], dict[str, float]]:
+    """Scores with `weight` × progress added to every unsolved, unerrored episode's, and the
+    mean progress of those episodes (`reward/progress`). Solved episodes keep their score, so
+    a failure always scores below a success when `weight` < 1."""
+    shaped = list(scores)
+    if not progress:
+        return shaped, {}
+    credits = []
+    for index, trajectory in enumerate(trajectories):
+        if trajectory.errored or trajectory.success:
+            continue
+        actions = [turn.action for turn in trajectory.turns if turn.action is not None]
+        credit = progress[trajectory.env](trajectory.task_id, actions)
+        shaped[index] += weight * credit
+        credits.append(credit)
+    metrics = {"reward/progress": fmean(credits)} if credits else {}
+    return shaped, metrics

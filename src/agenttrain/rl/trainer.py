@@ -44,7 +44,12 @@ from agenttrain.rl.curriculum import max_turns_at
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
-from agenttrain.rl.rewards import load_reward_function, score_episode
+from agenttrain.rl.rewards import (
+    add_progress,
+    load_reward_function,
+    progress_functions,
+    score_episode,
+)
 from agenttrain.rl.stats import stats, timed
 from agenttrain.rl.step_batch import StepBatch
 from agenttrain.rl.task_stats import Pick, TaskStats, pick_frontier, sampling_metrics
@@ -80,6 +85,10 @@ class Trainer(TrainingRun):
             timeout_s=config.rollout.env_timeout_s,
         )
         """The run's environments (one, or several mixed by weight) and its task stream."""
+        self.progress = progress_functions(
+            [part.spec for part in self.environments.parts], config.reward.progress_weight
+        )
+        """Partial credit per environment (empty unless `reward.progress_weight` asks)."""
         self._set_up_run(allow_config_change)
         self.model, self.tokenizer = self._build_model()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -636,6 +645,14 @@ class Trainer(TrainingRun):
         return survivors, len(groups) - len(survivors)
 
     def _score(self, trajectories: list[Trajectory]) -> tuple[list[float], dict[str, float]]:
+        """Each episode's training score: the environment's reward or the custom function's,
+        plus partial credit for progress when `reward.progress_weight` asks for it."""
+        scores, extras = self._base_scores(trajectories)
+        weight = self.config.reward.progress_weight
+        shaped, progress = add_progress(trajectories, scores, self.progress, weight)
+        return shaped, {**extras, **progress}
+
+    def _base_scores(self, trajectories: list[Trajectory]) -> tuple[list[float], dict[str, float]]:
         if self.reward_fn is None:
             return [t.reward if t.reward is not None else 0.0 for t in trajectories], {}
         scores, extras = [], {}

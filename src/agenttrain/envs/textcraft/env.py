@@ -14,6 +14,7 @@ from agenttrain.envs.prompts import agentgym_conversation_start, conversation_st
 from agenttrain.envs.textcraft.actions import parse_action
 from agenttrain.envs.textcraft.game import TextCraftGame
 from agenttrain.envs.textcraft.oracle import ORACLE, goal_from_observation
+from agenttrain.envs.textcraft.progress import progress
 from agenttrain.envs.textcraft.recipes import default_book, display_name
 from agenttrain.envs.textcraft.tasks import splits, task
 
@@ -54,6 +55,7 @@ SPEC = EnvSpec(
     task_key="goal",
     parse_action=parse_action,
     oracle=ORACLE,
+    progress=progress,
 )
 
 

@@ -1,0 +1,60 @@
+"""reward.progress_weight: partial credit for unsolved episodes in training (issue 26)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from agenttrain.cli import app
+from agenttrain.envs.registry import get_spec
+from agenttrain.rl.rewards import RewardFunctionError, add_progress, progress_functions
+from agenttrain.rl.trainer import Trainer
+from agenttrain.rollout.trajectory import read_jsonl
+from rl.tiny_runs import recipe
+
+
+def cut_oracle_episodes(tmp_path, max_turns: int) -> list:
+    """The oracle on train tasks of depth 2 and 3, stopped after `max_turns` turns: real
+    TextCraft episodes that end unsolved part of the way."""
+    arguments = ["eval", "--env", "textcraft", "--split", "train", "--tasks", "100-107"]
+    arguments += ["--model", "oracle", "--max-turns", str(max_turns), "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    return list(read_jsonl(next(tmp_path.glob("*/episodes.jsonl"))))
+
+
+def test_unsolved_episodes_score_the_weight_times_their_progress(tmp_path):
+    episodes = cut_oracle_episodes(tmp_path, max_turns=2)
+    spec = get_spec("textcraft")
+    scores, metrics = add_progress(
+        episodes, [0.0] * len(episodes), progress_functions([spec], 0.5), 0.5
+    )
+    credits = [
+        spec.progress(e.task_id, [t.action for t in e.turns if t.action is not None])
+        for e in episodes
+    ]
+    assert not any(episode.success for episode in episodes)
+    assert scores == [0.5 * credit for credit in credits]
+    assert 0 < min(s for s in scores if s) < max(scores)  # a signal success alone lacks
+    assert metrics["reward/progress"] == pytest.approx(sum(credits) / len(credits))
+
+
+def test_solved_episodes_keep_their_score_and_errored_ones_get_no_credit(tmp_path):
+    solved = cut_oracle_episodes(tmp_path / "solved", max_turns=30)
+    cut = cut_oracle_episodes(tmp_path / "cut", max_turns=2)
+    assert all(episode.success for episode in solved)
+    for episode in cut:
+        episode.finish_reason = "env_error"
+    progress = progress_functions([get_spec("textcraft")], 0.5)
+    scores, metrics = add_progress(
+        solved + cut, [1.0] * len(solved) + [0.0] * len(cut), progress, 0.5
+    )
+    assert scores == [1.0] * len(solved) + [0.0] * len(cut)
+    assert metrics == {}  # no unsolved, unerrored episode: no progress to report
+
+
+def test_an_environment_without_progress_is_refused_before_the_run_starts(tiny_model_dir, tmp_path):
+    config = recipe(tiny_model_dir, tmp_path / "run", "reward.progress_weight=0.3")
+    with pytest.raises(RewardFunctionError, match="largest reports no progress"):
+        Trainer(config)
+    assert not (tmp_path / "run").exists()
