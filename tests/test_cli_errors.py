@@ -137,7 +137,10 @@ def test_demos_refuse_an_unwritable_output_before_playing(tmp_path):
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where a folder should go")
     for out, message in (
-        (blocked / "demos.jsonl", f"error: cannot write {blocked / 'demos.jsonl'}"),
+        (
+            blocked / "demos.jsonl",
+            f"error: cannot write {blocked / 'demos.jsonl'}: {blocked} is a file, not a folder",
+        ),
         (tmp_path, f"error: --out {tmp_path} is a folder; give a .jsonl file"),
     ):
         args = ["demos", "--env", "textcraft", "--tasks", "0-3", "--out", str(out)]
@@ -149,10 +152,17 @@ def test_demos_refuse_an_unwritable_output_before_playing(tmp_path):
 
 
 def test_an_unreachable_memory_url_is_one_error_line_before_training(tmp_path):
-    """Issue 28: it surfaced as a traceback only after the first step's rollouts."""
+    """Issue 28: it surfaced as a traceback only after the first step's rollouts; then, as
+    one line, followed by aiohttp's "Unclosed client session" warning (a real process)."""
+    import subprocess
+    import sys
+
     args = [f"run.out_dir={tmp_path / 'run'}", "memory.enabled=true"]
     args.append("memory.url=http://127.0.0.1:9")  # nobody listens there
-    result = runner.invoke(app, ["train", str(CONFIGS / "largest_grpo.yaml"), *args], env=WIDE)
-    assert result.exit_code == 2, result.output
-    assert "error: memory.url http://127.0.0.1:9 cannot be reached" in one_line(result.output)
+    command = [sys.executable, "-m", "agenttrain", "train", str(CONFIGS / "largest_grpo.yaml")]
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=300)
+    output = one_line(done.stdout + done.stderr)
+    assert done.returncode == 2, output
+    assert "error: memory.url http://127.0.0.1:9 cannot be reached" in output
+    assert "Unclosed" not in output and "Traceback" not in output
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

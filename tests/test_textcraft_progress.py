@@ -26,7 +26,7 @@ def test_each_crafted_intermediate_item_earns_its_share():
 
 
 def test_progress_grows_along_the_oracle_plan_of_a_deep_goal():
-    goal, depth = next((g, d) for g, d in default_book().goals() if d == 3)
+    goal = next(g for g, d in default_book().goals() if d == 3)
     task = task_of(goal)
     actions = [planned.action for planned in plan(goal)]
     curve = [progress(task, actions[:k]) for k in range(len(actions) + 1)]

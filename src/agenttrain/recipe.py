@@ -28,7 +28,7 @@ from agenttrain.eval.runner import EvalConfig, parse_ranges
 from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.config import RunConfig, Section
-from agenttrain.run.stages import StageRecords
+from agenttrain.run.stages import StageChanged, StageRecords
 
 
 class DemosStage(Section):
@@ -144,7 +144,20 @@ class Recipe:
 
     def run(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "recipe.yaml").write_text(config_io.dump(self.config))
+        resolved = self.out / "recipe.yaml"
+        previous = resolved.read_text() if resolved.exists() else None
+        resolved.write_text(config_io.dump(self.config))
+        try:
+            return self._run_stages()
+        except StageChanged:
+            # refused: the folder's record stays the settings its stages ran with
+            if previous is None:
+                resolved.unlink()
+            else:
+                resolved.write_text(previous)
+            raise
+
+    def _run_stages(self) -> Path:
         self._stage("demos", self.make_demos)
         sft_checkpoint = self._stage("SFT", self.train_sft)
         grpo_checkpoint = self._stage("GRPO", lambda: self.train_grpo(sft_checkpoint))

@@ -75,6 +75,7 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     assert "SFT already finished" in again.output and "GRPO already finished" in again.output
     assert "already evaluated" in again.output
     recorded = (out / "results.json").read_text()
+    resolved = (out / "recipe.yaml").read_text()
 
     # A rerun with other settings never reuses (and reports) a stage that ran with the old
     # ones: it names the changed keys and the folders to remove (issue 28).
@@ -89,6 +90,7 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
         assert changed in output and "ran with other settings" in output, output
         assert f"Remove {out}/{folders}" in output
     assert (out / "results.json").read_text() == recorded  # nothing was touched
+    assert (out / "recipe.yaml").read_text() == resolved  # it said the refused settings ran
 
 
 def test_an_unreadable_override_value_is_a_config_error():

@@ -101,12 +101,14 @@ class ReMeClient:
         try:
             healthy = await self.health()
         except (aiohttp.ClientError, TimeoutError, ValueError) as failure:
+            await self.aclose()  # the run ends here: no session left open ("Unclosed client")
             reason = f"{type(failure).__name__}: {failure}"
             raise MemoryServiceError(
                 f"memory.url {self.url} cannot be reached ({reason}); start one with "
                 "`agenttrain memory serve` or unset memory.url to keep the pool in the run folder"
             ) from None
         if not healthy:
+            await self.aclose()
             raise MemoryServiceError(
                 f"memory.url {self.url} does not answer /health as a task-memory server"
             )

@@ -45,6 +45,9 @@ def check_writable(out: Path) -> None:
     missing place), before any episode is played."""
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; give a .jsonl file")
+    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise ValueError(f"cannot write {out}: {blocking} is a file, not a folder")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out.parent, prefix=".agenttrain-write-test-"):
