@@ -332,6 +332,31 @@ class Recipe:
             "SFT+GRPO - SFT": difference(sft, grpo, "success_rate"),
         }
 
+    def grpo_steps(self) -> list[str]:
+        """The GRPO stage's per-step signal (informative groups, episodes trained on)."""
+        from agenttrain.run.tracking import read_metrics
+
+        metrics = self.out / "grpo" / "metrics.jsonl"
+        rows = (
+            [r for r in read_metrics(metrics) if "rollout/episodes" in r]
+            if metrics.exists()
+            else []
+        )
+        table = grpo_step_table(rows)
+        if not table:
+            return []
+        trained = sum(row.get("rollout/trained_episodes", 0) for row in rows)
+        empty = sum(not row.get("rollout/trained_episodes") for row in rows)
+        return [
+            "## GRPO steps",
+            "",
+            *table,
+            "",
+            f"{trained:.0f} episodes trained on in {len(rows)} steps; "
+            f"{empty} step(s) without an update.",
+            "",
+        ]
+
     def write_report(
         self,
         models: dict[str, str],
@@ -369,6 +394,7 @@ class Recipe:
             "",
             "![comparison](comparison.png)",
             "",
+            *self.grpo_steps(),
             "## Models",
             "",
             *(f"- {label}: `{model}`" for label, model in models.items()),
@@ -398,6 +424,36 @@ class Recipe:
             )
         )
         return path
+
+
+STEP_COLUMNS = (
+    ("generation rounds", "train/num_gen_batches", "{:.0f}"),
+    ("groups played", "rollout/played_groups", "{:.0f}"),
+    ("informative groups", "rollout/informative_groups", "{:.0f}"),
+    ("informative share", "rollout/informative_group_share", "{:.2f}"),
+    ("episodes trained on", "rollout/trained_episodes", "{:.0f}"),
+    ("training success", "env/success_rate", "{:.2f}"),
+    ("progress of unsolved", "reward/progress", "{:.2f}"),
+    ("entropy", "actor/entropy", "{:.3f}"),
+)
+"""The GRPO stage step by step in the recipe's report: where its learning signal came from."""
+
+
+def grpo_step_table(rows: Sequence[dict[str, float]]) -> list[str]:
+    """Markdown rows: one column per GRPO step, one row per metric the run logged."""
+    if not rows:
+        return []
+    steps = [int(row["step"]) for row in rows]
+    lines = [
+        "| GRPO step | " + " | ".join(map(str, steps)) + " |",
+        "|---" * (len(steps) + 1) + "|",
+    ]
+    for title, key, number in STEP_COLUMNS:
+        if not any(key in row for row in rows):
+            continue
+        cells = [number.format(row[key]) if key in row else "–" for row in rows]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _percent(rate: float | None) -> str:

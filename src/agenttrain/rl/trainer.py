@@ -421,6 +421,7 @@ class Trainer(TrainingRun):
         metrics["rollout/dropped_groups_env_error"] = batch.dropped_groups
         metrics["rollout/informative_groups"] = batch.informative_groups
         played_groups = len({t.group_id for t in trajectories})
+        metrics["rollout/played_groups"] = played_groups
         metrics["rollout/informative_group_share"] = batch.informative_groups / played_groups
         if config.data.task_sampling == "frontier":
             metrics.update(sampling_metrics(picks, self.task_stats))
