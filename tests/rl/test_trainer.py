@@ -199,6 +199,31 @@ def test_custom_reward_functions_use_verls_signature(tiny_model_dir, tmp_path):
     assert rows[0]["reward_extra/length"] > 0
 
 
+def test_reward_extras_average_every_round_of_a_step(tiny_model_dir, tmp_path):
+    """They were the last generation round's alone when dynamic sampling drew a second one."""
+    reward_file = tmp_path / "counting.py"
+    reward_file.write_text(
+        "calls = 0\n"
+        "def compute_score(**_):\n"
+        "    global calls\n"
+        "    calls += 1\n"
+        "    return {'score': 0.0, 'call': float(calls)}\n"  # no variance: a second round
+    )
+    rows = train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            f"reward.custom_function.path={reward_file}",
+            "algorithm.filter_groups.enabled=true",
+            "algorithm.filter_groups.max_num_gen_batches=2",
+            "trainer.total_steps=1",
+            "trainer.test_freq=0",
+        )
+    )
+    assert rows[0]["train/num_gen_batches"] == 2
+    assert rows[0]["reward_extra/call"] == pytest.approx(16.5)  # calls 1..32, not 17..32
+
+
 def test_only_the_newest_checkpoints_are_kept(tiny_model_dir, tmp_path):
     train(
         recipe(

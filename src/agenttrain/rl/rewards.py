@@ -24,7 +24,6 @@ import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
 from agenttrain.envs.base import EnvSpec
@@ -164,10 +163,10 @@ def add_progress(
     scores: Sequence[float],
     progress: dict[str, Progress],
     weight: float,
-) -> tuple[list[float], dict[str, float]]:
+) -> tuple[list[float], dict[str, list[float]]]:
     """Scores with `weight` × progress added to every unsolved, unerrored episode's, and the
-    mean progress of those episodes (`reward/progress`). Solved episodes keep their score, so
-    a failure always scores below a success when `weight` < 1."""
+    progress of each of those episodes (logged as their mean, `reward/progress`). Solved
+    episodes keep their score, so a failure always scores below a success when `weight` < 1."""
     shaped = list(scores)
     if not progress:
         return shaped, {}
@@ -179,5 +178,4 @@ def add_progress(
         credit = progress[trajectory.env](trajectory.task_id, actions)
         shaped[index] += weight * credit
         credits.append(credit)
-    metrics = {"reward/progress": fmean(credits)} if credits else {}
-    return shaped, metrics
+    return shaped, {"reward/progress": credits} if credits else {}

@@ -13,7 +13,8 @@ class StepBatch:
     trajectories: list[Trajectory] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     engine_stats: dict[str, float] = field(default_factory=dict)
-    reward_extra: dict[str, float] = field(default_factory=dict)
+    reward_extra: dict[str, list[float]] = field(default_factory=dict)
+    """Per-episode values of the reward's extra metrics, over every round of the step."""
     rounds: int = 0
     """Generation rounds played (more than one only with dynamic sampling)."""
     kept: list[int] = field(default_factory=list)
@@ -31,14 +32,15 @@ class StepBatch:
         trajectories: list[Trajectory],
         scores: list[float],
         engine_stats: dict[str, float],
-        reward_extra: dict[str, float],
+        reward_extra: dict[str, list[float]],
     ) -> None:
-        """Append one generation round (statistics add up; reward extras keep the latest)."""
+        """Append one generation round (statistics and reward extras add up)."""
         self.trajectories += trajectories
         self.scores += scores
         for key, value in engine_stats.items():
             self.engine_stats[key] = self.engine_stats.get(key, 0.0) + value
-        self.reward_extra.update(reward_extra)
+        for key, values in reward_extra.items():
+            self.reward_extra.setdefault(key, []).extend(values)
 
     def select(self, groups: list[list[int]], *, dropped: int, filtered: int) -> None:
         """Train on these groups."""

@@ -413,7 +413,7 @@ class Trainer(TrainingRun):
         if self.environments.multi:
             metrics.update(self._per_environment_metrics(trajectories, scores))
         self.first_env_error = next((t.error for t in trajectories if t.errored), None)
-        metrics.update(batch.reward_extra)
+        metrics.update({key: fmean(values) for key, values in batch.reward_extra.items() if values})
         if self.memory is not None:
             metrics.update(self._remember(step, trajectories))
         metrics["train/num_gen_batches"] = batch.rounds
@@ -645,18 +645,22 @@ class Trainer(TrainingRun):
         survivors = [g for g in groups if len(g) >= 2 or (g and not needs_peers)]
         return survivors, len(groups) - len(survivors)
 
-    def _score(self, trajectories: list[Trajectory]) -> tuple[list[float], dict[str, float]]:
+    def _score(self, trajectories: list[Trajectory]) -> tuple[list[float], dict[str, list[float]]]:
         """Each episode's training score: the environment's reward or the custom function's,
-        plus partial credit for progress when `reward.progress_weight` asks for it."""
+        plus partial credit for progress when `reward.progress_weight` asks for it; and the
+        per-episode values of the extra metrics, averaged over the whole step when logged."""
         scores, extras = self._base_scores(trajectories)
         weight = self.config.reward.progress_weight
         shaped, progress = add_progress(trajectories, scores, self.progress, weight)
         return shaped, {**extras, **progress}
 
-    def _base_scores(self, trajectories: list[Trajectory]) -> tuple[list[float], dict[str, float]]:
+    def _base_scores(
+        self, trajectories: list[Trajectory]
+    ) -> tuple[list[float], dict[str, list[float]]]:
         if self.reward_fn is None:
             return [t.reward if t.reward is not None else 0.0 for t in trajectories], {}
-        scores, extras = [], {}
+        scores: list[float] = []
+        extras: dict[str, list[float]] = {}
         kwargs = dict(self.config.reward.custom_function.kwargs)
         for trajectory in trajectories:
             if trajectory.errored:
@@ -666,7 +670,7 @@ class Trainer(TrainingRun):
             scores.append(scored.score)
             for key, value in scored.extra.items():
                 extras.setdefault(f"reward_extra/{key}", []).append(value)
-        return scores, {key: fmean(values) for key, values in extras.items()}
+        return scores, extras
 
     def _rollout_metrics(
         self,
