@@ -44,3 +44,38 @@ def test_a_budget_stops_only_its_own_thread():
             pass
     worker.join()
     assert outcome == {"other": "finished"}
+
+
+def test_the_budget_counts_the_solvers_cpu_time_not_a_busy_machines_clock():
+    """A BabyAI oracle plan of a few CPU seconds failed its 10 s budget while a training run
+    shared the cores. Here the solver gets ~1/3 of a core (other threads spin beside it): its
+    wall time runs past the budget, its CPU time does not."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    rivals = [threading.Thread(target=spin) for _ in range(2)]
+    for rival in rivals:
+        rival.start()
+    try:
+        started = time.perf_counter()
+        with time_budget(0.5, "shared solver"):
+            cpu_started = time.thread_time()
+            while time.thread_time() - cpu_started < 0.3:  # 0.3 s of its own CPU
+                pass
+        wall = time.perf_counter() - started
+    finally:
+        stop.set()
+        for rival in rivals:
+            rival.join()
+    assert wall > 0.5  # the clock alone would have stopped it
+
+
+def test_a_solver_that_waits_is_stopped_after_several_budgets_of_wall_time():
+    started = time.perf_counter()
+    with pytest.raises(BudgetExceeded), time_budget(0.1, "sleeper"):
+        for _ in range(100):
+            time.sleep(0.05)
+    assert 0.5 <= time.perf_counter() - started < 3

@@ -18,8 +18,9 @@ from agenttrain.envs.actions import PlannedAction
 from agenttrain.policy.base import ChatMessage, PolicyError, SamplingParams, TextGeneration
 
 SOLVER_BUDGET_S = 10.0
-"""Time (s) an oracle may think about one turn. A whole episode's plan takes under 1 s for
-the slowest built-in oracle; past the budget the episode ends as an `agent_error`."""
+"""CPU seconds an oracle may think about one turn (`agent/budget.py`). Most plans take well
+under a second; a few BabyAI plans take seconds. Past the budget the episode ends as an
+`agent_error`."""
 
 
 class OracleExpert:
