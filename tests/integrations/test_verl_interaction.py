@@ -210,7 +210,7 @@ def test_sessions_abandoned_under_other_interaction_objects_are_closed_too():
     register("counting-largest-verl", CountingLargest, replace=True)
     CountingLargest.open = 0
     kwargs = {"name": "agenttrain", "env": "counting-largest-verl"}
-    config = {"session_ttl_s": 0.05}
+    config = {"session_ttl_s": 0.5}  # not shorter: on a busy machine 4 starts take > 0.05 s
 
     async def run():
         try:
@@ -218,7 +218,7 @@ def test_sessions_abandoned_under_other_interaction_objects_are_closed_too():
                 cut = interaction_module.AgentTrainInteraction(dict(config))
                 await cut.start_interaction(f"cut-{index}", task_id=index, **kwargs)
             assert CountingLargest.open == 4
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.7)
             later = interaction_module.AgentTrainInteraction(dict(config))
             await later.start_interaction("later", task_id=9, **kwargs)
             assert CountingLargest.open == 1  # only the new trajectory's session is open

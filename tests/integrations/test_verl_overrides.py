@@ -288,7 +288,7 @@ def test_a_custom_reward_function_is_verls_and_the_loop_leaves_the_score_to_it(
     assert "reward.custom_reward_function.name=score_episode" in result.args
     assert "+reward.custom_reward_function.reward_kwargs.bonus=0.5" in result.args
     assert result.loop.reward_function is True
-    assert not [u for u in result.unsupported if u.key.startswith("reward.")]
+    assert not [u for u in result.unsupported if u.key.startswith("reward.custom_function")]
 
 
 def test_an_enabled_experience_pool_is_reported_as_mattering(smollm2_dir, tmp_path):
@@ -298,3 +298,12 @@ def test_an_enabled_experience_pool_is_reported_as_mattering(smollm2_dir, tmp_pa
     assert not any(i.matters for i in quiet.unsupported if i.key.startswith("memory."))
     enabled = next(i for i in loud.unsupported if i.key == "memory.enabled")
     assert enabled.matters and "agenttrain train" in enabled.reason
+
+
+def test_a_progress_reward_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):
+    """verl would train on success alone: partial credit is scored by our trainer only."""
+    quiet = generate(recipe(smollm2_dir, [], tmp_path), tmp_path)
+    loud = generate(recipe(smollm2_dir, ["reward.progress_weight=0.5"], tmp_path), tmp_path)
+    assert not any(i.matters for i in quiet.unsupported if i.key == "reward.progress_weight")
+    progress = next(i for i in loud.unsupported if i.key == "reward.progress_weight")
+    assert progress.matters and "custom reward function" in progress.reason

@@ -451,6 +451,13 @@ def _reward(out: Overrides, config: TrainConfig) -> None:
     """A custom reward function replaces the environment's reward, as in `agenttrain train`:
     the agent loop then leaves `reward_score` unset and verl calls the function (with our
     per-episode fields, the env's reward among them, in `extra_info`)."""
+    out.unsupported_key(
+        "reward.progress_weight",
+        config.reward.progress_weight,
+        "partial credit for progress is scored by agenttrain's trainer only; under verl, "
+        "add it in a custom reward function",
+        matters=config.reward.progress_weight > 0,
+    )
     custom = config.reward.custom_function
     if custom.path is None:  # the environment's reward: loop.reward_function stays false
         for key in ("path", "name", "kwargs"):
