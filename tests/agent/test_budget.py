@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agenttrain.agent.budget import BudgetExceeded, time_budget
+from agenttrain.agent.budget import WALL_FACTOR, BudgetExceeded, time_budget
 
 
 def test_a_loop_that_never_returns_is_stopped_at_the_budget():
@@ -76,6 +76,6 @@ def test_the_budget_counts_the_solvers_cpu_time_not_a_busy_machines_clock():
 def test_a_solver_that_waits_is_stopped_after_several_budgets_of_wall_time():
     started = time.perf_counter()
     with pytest.raises(BudgetExceeded), time_budget(0.1, "sleeper"):
-        for _ in range(100):
+        for _ in range(200):
             time.sleep(0.05)
-    assert 0.5 <= time.perf_counter() - started < 3
+    assert 0.1 * WALL_FACTOR <= time.perf_counter() - started < 0.1 * WALL_FACTOR + 3

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-WALL_FACTOR = 6.0
+WALL_FACTOR = 30.0
 """A block that uses little CPU (it waits) is stopped after this many budgets of wall time."""
 POLL_S = 0.05
 
