@@ -19,7 +19,7 @@ from agenttrain.policy.base import ChatMessage, PolicyError, SamplingParams, Tex
 
 SOLVER_BUDGET_S = 10.0
 """CPU seconds an oracle may think about one turn (`agent/budget.py`). Most plans take well
-under a second; a few BabyAI plans take seconds. Past the budget the episode ends as an
+under a second; a few grid-world plans take seconds. Past the budget the episode ends as an
 `agent_error`."""
 
 
