@@ -62,6 +62,12 @@ def cache_root() -> Path:
     return Path(base) / "agenttrain"
 
 
+def in_local_cache(path: Path) -> bool:
+    """Whether `path` is in this machine's model cache (a converted embedded model): outputs
+    meant for other machines say so, since those do not have it."""
+    return path.resolve().is_relative_to(cache_root().resolve())
+
+
 def embedded_model_dir(name: str = "smollm2-135m") -> Path:
     """The embedded model as a Hugging Face folder, converting it from GGUF the first time.
 

@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agenttrain.policy.models import ModelSpec, cache_root, load_hf, resolve
+from agenttrain.policy.models import ModelSpec, in_local_cache, load_hf, resolve
 
 
 @dataclass
@@ -55,7 +55,7 @@ def _adapter(spec: ModelSpec, out: Path, base_model: str | None) -> Exported:
     adapter_config["base_model_name_or_path"] = base
     (out / "adapter_config.json").write_text(json.dumps(adapter_config, indent=2))
     exported = Exported(out, "lora-adapter")
-    if base_model is None and spec.base.resolve().is_relative_to(cache_root().resolve()):
+    if base_model is None and in_local_cache(spec.base):
         exported.notes.append(
             f"the adapter's base is this machine's converted copy ({base}); for another machine "
             "export again with --base-model <a Hub id or a path it has>, or --merge-lora"

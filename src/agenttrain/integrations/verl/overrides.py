@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agenttrain.integrations.verl.settings import AGENT_NAME, LoopSettings
-from agenttrain.policy.models import ModelSpec, cache_root, resolve
+from agenttrain.policy.models import ModelSpec, in_local_cache, resolve
 from agenttrain.rl.config import TrainConfig
 
 ACTOR = "actor_rollout_ref.actor"
@@ -241,7 +241,7 @@ def _model(out: Overrides, config: TrainConfig) -> None:
 
 def _note_machine_local(out: Overrides, base: Path) -> None:
     """The base model converted into this machine's cache is not on a cluster's nodes."""
-    if base.resolve().is_relative_to(cache_root().resolve()):
+    if in_local_cache(base):
         out.notes.append(
             f"the base model is this machine's converted copy ({base.resolve()}); a cluster's "
             f"nodes need their own: add --verl {MODEL}.path=<a Hub id or a path they share>"
