@@ -5,9 +5,10 @@ interrupted recipe continues where it stopped. A finished stage is reused only w
 settings it ran with (`stages.json`, `run/stages.py`); other settings are refused, naming the
 changed keys and the folders to remove. The base model, the SFT checkpoint and the
 SFT+GRPO checkpoint are evaluated on the same held-out tasks and seeds; `report.md` holds
-the comparison table and plot.
+the comparison table and plot. With `rft.enabled`, the RFT baseline (SFT continued on the SFT
+model's own solved episodes) is trained and evaluated beside them.
 
-    <out>/demos.jsonl   <out>/sft/   <out>/grpo/   <out>/eval/   <out>/report.md
+    <out>/demos.jsonl   <out>/sft/   <out>/grpo/   <out>/rft/   <out>/eval/   <out>/report.md
 """
 
 from __future__ import annotations
@@ -59,6 +60,23 @@ class RecipeEval(Section):
     max_new_tokens: int = Field(96, ge=1)
 
 
+class RFTStage(Section):
+    """Rejection-sampling fine-tuning, the simplest alternative GRPO has to beat: the SFT
+    model plays training tasks, and SFT continues from its checkpoint on the episodes it
+    solved. Off by default (it adds a sampling pass and a fourth evaluation)."""
+
+    enabled: bool = False
+    tasks: list[int] | str | None = "0-63"
+    """Training-split positions to sample: a list, or ranges such as "0-63"."""
+    n: int = Field(4, ge=1)
+    """Samples per task: tasks × n is the sampling budget, set it to GRPO's episodes."""
+    temperature: float = Field(0.6, ge=0)
+    max_turns: int | None = Field(10, ge=1)
+    max_new_tokens: int = Field(96, ge=1)
+    overrides: list[str] = Field(default_factory=list)
+    """Overrides of the SFT config for the continued fine-tuning (e.g. optim.lr=5e-4)."""
+
+
 class RecipeConfig(Section):
     run: RunConfig = Field(
         default_factory=lambda: RunConfig(
@@ -72,11 +90,13 @@ class RecipeConfig(Section):
     grpo: TrainingStage = Field(
         default_factory=lambda: TrainingStage(config=Path("configs/textcraft_grpo.yaml"))
     )
+    rft: RFTStage = Field(default_factory=RFTStage)
     eval: RecipeEval = Field(default_factory=RecipeEval)
 
 
-STAGES = ("base", "SFT", "SFT+GRPO")
-TRAINING_STAGES = ("sft", "grpo")
+TRAINING_STAGES = ("sft", "grpo", "rft")
+UPSTREAM = {"base": None, "SFT": "SFT", "SFT+GRPO": "GRPO", "SFT+RFT": "RFT"}
+"""The stage whose record an evaluated model's settings nest."""
 
 
 def load_recipe(path: Path, overrides: Sequence[str] = ()) -> RecipeConfig:
@@ -139,6 +159,20 @@ class Recipe:
             f"rollout.action_format={config.demos.action_format}",
         ]
         config_io.load(TrainConfig, config.grpo.config, self.grpo_overrides)
+        self.rft_dir = self.out / "rft"
+        self.rft_config = config_io.load(
+            SFTConfig,
+            config.sft.config,
+            [
+                *config.sft.overrides,
+                *config.rft.overrides,
+                seed,
+                f"run.out_dir={self.rft_dir / 'sft'}",
+                f"data.train=[{self.rft_dir / 'own.jsonl'}]",
+                f"data.env={config.demos.env}",
+                f"eval.action_format={config.demos.action_format}",
+            ],
+        )
         self.timings: dict[str, float] = {}
         self.records = StageRecords(self.out)
 
@@ -161,11 +195,12 @@ class Recipe:
         self._stage("demos", self.make_demos)
         sft_checkpoint = self._stage("SFT", self.train_sft)
         grpo_checkpoint = self._stage("GRPO", lambda: self.train_grpo(sft_checkpoint))
-        models = {
-            "base": self.sft_config.model.path,
-            "SFT": sft_checkpoint,
-            "SFT+GRPO": grpo_checkpoint,
-        }
+        models = {"base": self.sft_config.model.path, "SFT": sft_checkpoint}
+        if self.config.rft.enabled:
+            rft_checkpoint = self._stage("RFT", lambda: self.train_rft(sft_checkpoint))
+            if rft_checkpoint is not None:
+                models["SFT+RFT"] = rft_checkpoint
+        models["SFT+GRPO"] = grpo_checkpoint
         summaries = self._stage("eval", lambda: self.evaluate(models))
         gains = self.compare_stages(models)
         return self.write_report(models, summaries, gains)
@@ -182,7 +217,7 @@ class Recipe:
 
         settings = self.stage_settings("demos")
         if self.demos_path.exists():
-            self._reuse("demos", settings, self.demos_path, "sft", "grpo", "eval")
+            self._reuse("demos", settings, self.demos_path, "sft", "grpo", "rft", "eval")
             self.console.print(f"using the demonstrations in {self.demos_path}")
             return self.demos_path
         demos = self.config.demos
@@ -213,7 +248,7 @@ class Recipe:
                 raise KeyboardInterrupt  # stopped by Ctrl-C; the checkpoint is kept
             self.records.record("SFT", settings)
         else:
-            self._reuse("SFT", settings, self.out / "sft", "grpo", "eval")
+            self._reuse("SFT", settings, self.out / "sft", "grpo", "rft", "eval")
             self.console.print(f"SFT already finished: {done['checkpoint']}")
         return str(done["checkpoint"])
 
@@ -238,6 +273,72 @@ class Recipe:
             self.console.print(f"GRPO already finished: {done['checkpoint']}")
         return str(done["checkpoint"])
 
+    def train_rft(self, start: str) -> str | None:
+        """The RFT baseline's checkpoint: SFT continued from `start` on the episodes the SFT
+        model solved; None when it solved none (there is nothing to fine-tune on)."""
+        from agenttrain.sft.trainer import SFTTrainer
+
+        sampled = self.sample_own_successes(start)
+        if not sampled["kept"]:
+            self.console.print(
+                f"[yellow]RFT: the SFT model solved none of {sampled['episodes']} episodes; "
+                "nothing to fine-tune on, no RFT model[/]"
+            )
+            return None
+        model = self.rft_config.model.model_copy(update={"path": start})
+        config = self.rft_config.model_copy(update={"model": model})
+        settings = self.stage_settings("RFT", config.model_dump(mode="json"))
+        done = checkpoint.finished(config.run.out_dir)
+        if done is None:
+            SFTTrainer(config, self.console).train()
+            done = checkpoint.finished(config.run.out_dir)
+            if done is None:
+                raise KeyboardInterrupt
+            self.records.record("RFT", settings)
+        else:
+            self._reuse("RFT", settings, config.run.out_dir, "eval")
+            self.console.print(f"RFT already finished: {done['checkpoint']}")
+        return str(done["checkpoint"])
+
+    def sample_own_successes(self, model: str) -> dict[str, int]:
+        """`model` on the RFT tasks; its solved episodes go to <out>/rft/own.jsonl.
+        Returns {"episodes": played, "kept": solved} (also kept in rft/sampling.json)."""
+        from agenttrain.sft.demos import write_demos
+
+        own = self.rft_dir / "own.jsonl"
+        counts_file = self.rft_dir / "sampling.json"
+        settings = self.stage_settings("RFT samples")
+        if own.exists() and counts_file.exists():
+            self._reuse("RFT samples", settings, own, self.rft_dir / "sft", "eval")
+            self.console.print(f"using the RFT samples in {own}")
+            return json.loads(counts_file.read_text())
+        rft = self.config.rft
+        tasks = parse_ranges(rft.tasks) if isinstance(rft.tasks, str) else rft.tasks
+        sampler = EvalConfig(
+            env=self.config.demos.env,
+            split=self.config.demos.split,
+            tasks=tasks,
+            models=[model],
+            n=rft.n,
+            seeds=[self.config.run.seed],
+            temperature=rft.temperature,
+            rollout=RolloutConfig(
+                max_turns=rft.max_turns,
+                max_new_tokens=rft.max_new_tokens,
+                action_format=self.config.demos.action_format,
+            ),
+            device=self.sft_config.model.device,
+        )
+        self.rft_dir.mkdir(parents=True, exist_ok=True)
+        staging = own.with_suffix(".partial")
+        result = write_demos(sampler, staging, self.console)
+        staging.rename(own)
+        counts = {"episodes": result.episodes, "kept": result.kept}
+        counts_file.write_text(json.dumps(counts))
+        self.records.record("RFT samples", settings)
+        self.console.print(f"RFT: the SFT model solved {result.kept} of {result.episodes}")
+        return counts
+
     def stage_settings(self, stage: str, own: dict[str, Any] | None = None) -> dict[str, Any]:
         """What a stage's result depends on: its own resolved settings and, nested, those of
         the stage it starts from (as recorded when that stage finished)."""
@@ -249,7 +350,12 @@ class Recipe:
             return {"sft": own, "demos": self.records.get("demos") or self.stage_settings("demos")}
         if stage == "GRPO":
             return {"grpo": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
-        upstream = {"base": None, "SFT": "SFT", "SFT+GRPO": "GRPO"}[stage]
+        if stage == "RFT samples":
+            rft = self.config.rft.model_dump(mode="json", exclude={"overrides", "enabled"})
+            return {"rft": rft, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
+        if stage == "RFT":
+            return {"rft": own, "samples": self.records.get("RFT samples")}
+        upstream = UPSTREAM[stage]
         return {"eval": own, "model": self.records.get(upstream) if upstream else None}
 
     def _reuse(self, stage: str, settings: dict[str, Any], folder: Path, *later: str) -> None:
@@ -315,9 +421,9 @@ class Recipe:
         return {label: results[i].summary for i, label in enumerate(models)}
 
     def compare_stages(self, models: dict[str, str]) -> dict[str, Difference | None]:
-        """`agenttrain compare` of the three evaluations (base first) into <out>/compare/, and
-        each stage's paired gain over the one before: what a reader needs to judge whether
-        SFT and then GRPO helped beyond noise."""
+        """`agenttrain compare` of the stages' evaluations (base first) into <out>/compare/,
+        and each stage's paired gain over the one before (GRPO's also over RFT when it ran):
+        what a reader needs to judge whether SFT and then GRPO helped beyond noise."""
         from agenttrain.eval.compare import compare, difference, write_markdown
         from agenttrain.eval.runner import slug
 
@@ -326,22 +432,27 @@ class Recipe:
         write_markdown(
             comparison, self.out / "compare", "agenttrain compare " + " ".join(map(str, files))
         )
-        base, sft, grpo = comparison.runs
+        runs = dict(zip(models, comparison.runs, strict=True))
+        pairs = [("SFT", "base"), ("SFT+GRPO", "SFT")]
+        if "SFT+RFT" in runs:  # the baseline's own gain, and GRPO's gain over it
+            pairs += [("SFT+RFT", "SFT"), ("SFT+GRPO", "SFT+RFT")]
         return {
-            "SFT - base": difference(base, sft, "success_rate"),
-            "SFT+GRPO - SFT": difference(sft, grpo, "success_rate"),
+            f"{better} - {than}": difference(runs[than], runs[better], "success_rate")
+            for better, than in pairs
         }
 
-    def grpo_steps(self) -> list[str]:
-        """The GRPO stage's per-step signal (informative groups, episodes trained on)."""
+    def _grpo_rows(self) -> list[dict[str, float]]:
+        """The GRPO stage's metrics, one row per step that played."""
         from agenttrain.run.tracking import read_metrics
 
         metrics = self.out / "grpo" / "metrics.jsonl"
-        rows = (
-            [r for r in read_metrics(metrics) if "rollout/episodes" in r]
-            if metrics.exists()
-            else []
-        )
+        if not metrics.exists():
+            return []
+        return [r for r in read_metrics(metrics) if "rollout/episodes" in r]
+
+    def grpo_steps(self) -> list[str]:
+        """The GRPO stage's per-step signal (informative groups, episodes trained on)."""
+        rows = self._grpo_rows()
         table = grpo_step_table(rows)
         if not table:
             return []
@@ -357,6 +468,41 @@ class Recipe:
             "",
         ]
 
+    def rft_section(self) -> list[str]:
+        """How the RFT baseline was made, with its sampling budget next to GRPO's."""
+        counts_file = self.rft_dir / "sampling.json"
+        if not self.config.rft.enabled or not counts_file.exists():
+            return []
+        counts = json.loads(counts_file.read_text())
+        rft = self.config.rft
+        played = sum(row["rollout/episodes"] for row in self._grpo_rows())
+        trained = (
+            "SFT continued from the SFT checkpoint on those episodes"
+            if counts["kept"]
+            else "with nothing solved there is nothing to fine-tune on: no RFT model"
+        )
+        return [
+            "## RFT baseline",
+            "",
+            f"The SFT model played {counts['episodes']} episodes of {self.config.demos.split} "
+            f"tasks {rft.tasks} ({rft.n} per task, temperature {rft.temperature}) and solved "
+            f"{counts['kept']}; {trained} ([rft/sft/report.md](rft/sft/report.md)). "
+            f"GRPO played {played:.0f} episodes.",
+            "",
+        ]
+
+    def _stage_details(self) -> dict[str, str]:
+        details = {
+            "demos": f"`{self.demos_path}`",
+            "SFT": "[sft/report.md](sft/report.md)",
+            "GRPO": "[grpo/report.md](grpo/report.md)",
+            "RFT": "[rft/sft/report.md](rft/sft/report.md)",
+            "eval": "[eval/report.md](eval/report.md)",
+        }
+        if not self.config.rft.enabled:
+            del details["RFT"]
+        return details
+
     def write_report(
         self,
         models: dict[str, str],
@@ -367,11 +513,13 @@ class Recipe:
 
         settings = self.config.eval
         plot_comparison(summaries, self.out / "comparison.png")
-        base, sft, grpo = (_percent(summaries[label]["success_rate"]) for label in STAGES)
+        rates = (f"{label} {_percent(row['success_rate'])}" for label, row in summaries.items())
         lines = [
             f"# Recipe: {self.config.run.name}",
             "",
-            f"Oracle demonstrations -> SFT -> GRPO on {self.config.demos.env}; each stage's "
+            f"Oracle demonstrations -> SFT -> GRPO on {self.config.demos.env}"
+            + (" (and the RFT baseline)" if self.config.rft.enabled else "")
+            + "; each stage's "
             f"model evaluated on the same {settings.split} tasks "
             f"({summaries['base']['tasks']} tasks × {settings.n} samples × seeds "
             f"{settings.seeds}, temperature {settings.temperature}"
@@ -384,7 +532,7 @@ class Recipe:
             "",
             metrics_table(summaries),
             "",
-            f"Success: base {base} -> SFT {sft} -> SFT+GRPO {grpo}.",
+            f"Success: {' -> '.join(rates)}.",
             "",
             "Paired gain in success over the tasks both stages played (95% paired bootstrap "
             "interval over tasks; * the interval excludes 0; field by field in "
@@ -395,6 +543,7 @@ class Recipe:
             "![comparison](comparison.png)",
             "",
             *self.grpo_steps(),
+            *self.rft_section(),
             "## Models",
             "",
             *(f"- {label}: `{model}`" for label, model in models.items()),
@@ -403,10 +552,10 @@ class Recipe:
             "",
             "| stage | wall time (min) | details |",
             "|---|---|---|",
-            f"| demos | {self.timings.get('demos', 0) / 60:.1f} | `{self.demos_path}` |",
-            f"| SFT | {self.timings.get('SFT', 0) / 60:.1f} | [sft/report.md](sft/report.md) |",
-            f"| GRPO | {self.timings.get('GRPO', 0) / 60:.1f} | [grpo/report.md](grpo/report.md) |",
-            f"| eval | {self.timings.get('eval', 0) / 60:.1f} | [eval/report.md](eval/report.md) |",
+            *(
+                f"| {stage} | {self.timings.get(stage, 0) / 60:.1f} | {details} |"
+                for stage, details in self._stage_details().items()
+            ),
             "",
             "Stages that had already finished are reused (wall time ~0).",
         ]

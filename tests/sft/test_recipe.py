@@ -120,3 +120,94 @@ def test_a_command_line_stage_override_list_adds_to_the_recipes_own():
     assert "sampling.temperature=0.6" in overrides
     assert "algorithm.filter_groups.enabled=true" in overrides
     assert recipe.sft.overrides == ["eval.after_training=false"]
+
+
+def _rft_recipe(out: Path, model: str) -> list[str]:
+    return [
+        "recipe",
+        "configs/textcraft_recipe.yaml",
+        f"run.out_dir={out}",
+        "demos.tasks=[0,1,2,3,4,5]",
+        "eval.tasks=0-1",
+        "eval.n=1",
+        "eval.max_turns=2",
+        "eval.max_new_tokens=8",
+        "sft.overrides=[eval.after_training=false,"
+        f"model.path={model},optim.batch_tokens=2048,'trainer.loggers=[jsonl]']",
+        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
+        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
+        "'trainer.loggers=[jsonl]']",
+        "rft.enabled=true",
+        "rft.tasks=6-9",
+        "rft.n=2",
+        "rft.max_turns=10",  # the oracle needs more than 2 turns for most goals
+        "rft.max_new_tokens=8",
+    ]
+
+
+def test_the_rft_baseline_trains_on_own_successes_and_grpo_is_compared_to_it(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """Fixture: the tiny random model never solves a task, so its sampling pass is stood in
+    for by the oracle playing the same tasks (real solved episodes, written by the real
+    `write_demos`). Everything after it runs for real."""
+    from agenttrain.sft import demos
+
+    real = demos.write_demos
+    sampled = []
+
+    def oracle_for_the_model(config, out, console=None):
+        if config.models != ["oracle"]:
+            sampled.append(config)
+            config = config.model_copy(update={"models": ["oracle"]})
+        return real(config, out, console)
+
+    monkeypatch.setattr(demos, "write_demos", oracle_for_the_model)
+    out = tmp_path / "recipe"
+    arguments = _rft_recipe(out, tiny_model_dir)
+    result = runner.invoke(app, arguments, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    # the SFT model sampled the RFT tasks, n each, at the RFT settings
+    (sampling,) = sampled
+    assert sampling.models == [results["models"]["SFT"]]
+    assert (sampling.split, sampling.tasks, sampling.n) == ("train", [6, 7, 8, 9], 2)
+    assert json.loads((out / "rft" / "sampling.json").read_text()) == {"episodes": 8, "kept": 8}
+    # fine-tuned from the SFT checkpoint on those episodes, then evaluated beside the others
+    assert list(results["summaries"]) == ["base", "SFT", "SFT+RFT", "SFT+GRPO"]
+    rft_config = (out / "rft" / "sft" / "config.yaml").read_text()
+    assert f"path: {results['models']['SFT']}" in rft_config
+    assert str(out / "rft" / "own.jsonl") in rft_config
+    rft, sft = resolve(results["models"]["SFT+RFT"]), resolve(results["models"]["SFT"])
+    assert rft.base == sft.base == tiny_model_dir
+    assert list(results["paired_gains"]) == [
+        "SFT - base",
+        "SFT+GRPO - SFT",
+        "SFT+RFT - SFT",
+        "SFT+GRPO - SFT+RFT",
+    ]
+    report = (out / "report.md").read_text()
+    assert "| SFT+RFT |" in report and "- SFT+GRPO - SFT+RFT: " in report
+    assert "## RFT baseline" in report and "solved 8;" in report
+    assert "| RFT |" in report
+
+    again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert "using the RFT samples" in again.output and "RFT already finished" in again.output
+    assert len(sampled) == 1
+    refused = runner.invoke(app, [*arguments, "rft.n=3"], env={"COLUMNS": "400"})
+    assert refused.exit_code == 2
+    assert "rft.n 2 -> 3" in " ".join(refused.output.split())
+
+
+def test_an_sft_model_that_solves_nothing_gives_no_rft_model(tiny_model_dir, tmp_path):
+    from agenttrain.recipe import Recipe, load_recipe
+
+    out = tmp_path / "recipe"
+    overrides = _rft_recipe(out, tiny_model_dir)[2:]
+    recipe = Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), overrides))
+    assert recipe.train_rft(str(tiny_model_dir)) is None  # the random model solves nothing
+    assert json.loads((out / "rft" / "sampling.json").read_text()) == {"episodes": 8, "kept": 0}
+    section = " ".join(recipe.rft_section())
+    assert "solved 0" in section and "no RFT model" in section
+    assert not (out / "rft" / "sft").exists()

@@ -133,6 +133,7 @@ def recipe(
     """Demonstrations -> SFT -> GRPO -> eval of base, SFT and SFT+GRPO on the same tasks.
 
     Finished stages are reused, so running the same command again continues a stopped recipe.
+    rft.enabled=true adds the RFT baseline (SFT continued on the SFT model's own successes).
 
     Example: agenttrain recipe configs/textcraft_recipe.yaml
     """
