@@ -66,10 +66,11 @@ class RFTStage(Section):
     solved. Off by default (it adds a sampling pass and a fourth evaluation)."""
 
     enabled: bool = False
-    tasks: list[int] | str | None = "0-63"
-    """Training-split positions to sample: a list, or ranges such as "0-63"."""
-    n: int = Field(4, ge=1)
-    """Samples per task: tasks × n is the sampling budget, set it to GRPO's episodes."""
+    tasks: list[int] | str | None = None
+    """Training-split positions to sample (a list, or ranges such as "0-63"); default: the
+    tasks the GRPO stage played, so that both spend their samples on the same tasks."""
+    n: int | None = Field(None, ge=1)
+    """Samples per task; default: GRPO's group size."""
     temperature: float = Field(0.6, ge=0)
     max_turns: int | None = Field(10, ge=1)
     max_new_tokens: int = Field(96, ge=1)
@@ -158,7 +159,8 @@ class Recipe:
             f"env.name={config.demos.env}",
             f"rollout.action_format={config.demos.action_format}",
         ]
-        config_io.load(TrainConfig, config.grpo.config, self.grpo_overrides)
+        grpo = config_io.load(TrainConfig, config.grpo.config, self.grpo_overrides)
+        self.grpo_group_size = grpo.data.group_size
         self.rft_dir = self.out / "rft"
         self.rft_config = config_io.load(
             SFTConfig,
@@ -305,21 +307,13 @@ class Recipe:
         Returns {"episodes": played, "kept": solved} (also kept in rft/sampling.json)."""
         from agenttrain.sft.demos import write_demos
 
-        own = self.rft_dir / "own.jsonl"
-        counts_file = self.rft_dir / "sampling.json"
-        settings = self.stage_settings("RFT samples")
-        if own.exists() and counts_file.exists():
-            self._reuse("RFT samples", settings, own, self.rft_dir / "sft", "eval")
-            self.console.print(f"using the RFT samples in {own}")
-            return json.loads(counts_file.read_text())
         rft = self.config.rft
-        tasks = parse_ranges(rft.tasks) if isinstance(rft.tasks, str) else rft.tasks
         sampler = EvalConfig(
             env=self.config.demos.env,
             split=self.config.demos.split,
-            tasks=tasks,
+            tasks=self.rft_tasks(),
             models=[model],
-            n=rft.n,
+            n=rft.n or self.grpo_group_size,
             seeds=[self.config.run.seed],
             temperature=rft.temperature,
             rollout=RolloutConfig(
@@ -329,6 +323,14 @@ class Recipe:
             ),
             device=self.sft_config.model.device,
         )
+        own = self.rft_dir / "own.jsonl"
+        counts_file = self.rft_dir / "sampling.json"
+        own_settings = sampler.model_dump(mode="json", exclude={"out"})
+        settings = self.stage_settings("RFT samples", own_settings)
+        if own.exists() and counts_file.exists():
+            self._reuse("RFT samples", settings, own, self.rft_dir / "sft", "eval")
+            self.console.print(f"using the RFT samples in {own}")
+            return json.loads(counts_file.read_text())
         self.rft_dir.mkdir(parents=True, exist_ok=True)
         staging = own.with_suffix(".partial")
         result = write_demos(sampler, staging, self.console)
@@ -338,6 +340,31 @@ class Recipe:
         self.records.record("RFT samples", settings)
         self.console.print(f"RFT: the SFT model solved {result.kept} of {result.episodes}")
         return counts
+
+    def rft_tasks(self) -> list[int]:
+        """Split positions RFT samples: `rft.tasks`, else the tasks the GRPO stage played."""
+        from agenttrain.eval.runner import select_tasks
+        from agenttrain.rollout.trajectory import read_jsonl
+
+        tasks = self.config.rft.tasks
+        if tasks is not None:
+            return parse_ranges(tasks) if isinstance(tasks, str) else tasks
+        folder = self.out / "grpo" / "trajectories"
+        played = {e.task_id for path in sorted(folder.glob("*.jsonl")) for e in read_jsonl(path)}
+        if not played:
+            raise ValueError(
+                f"rft.tasks is unset and the GRPO stage kept no trajectories in {folder} to "
+                "take its tasks from; set rft.tasks (e.g. rft.tasks=0-63)"
+            )
+        split = self.config.demos.split
+        ids = select_tasks(self.config.demos.env, split, None)
+        missing = played - set(ids)
+        if missing:
+            raise ValueError(
+                f"GRPO played tasks outside the {split} split ({sorted(missing)[:5]}); "
+                "set rft.tasks"
+            )
+        return [position for position, task in enumerate(ids) if task in played]
 
     def stage_settings(self, stage: str, own: dict[str, Any] | None = None) -> dict[str, Any]:
         """What a stage's result depends on: its own resolved settings and, nested, those of
@@ -351,8 +378,7 @@ class Recipe:
         if stage == "GRPO":
             return {"grpo": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
         if stage == "RFT samples":
-            rft = self.config.rft.model_dump(mode="json", exclude={"overrides", "enabled"})
-            return {"rft": rft, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
+            return {"rft": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
         if stage == "RFT":
             return {"rft": own, "samples": self.records.get("RFT samples")}
         upstream = UPSTREAM[stage]
@@ -481,11 +507,13 @@ class Recipe:
             if counts["kept"]
             else "with nothing solved there is nothing to fine-tune on: no RFT model"
         )
+        tasks = "the tasks GRPO played" if rft.tasks is None else f"tasks {rft.tasks}"
         return [
             "## RFT baseline",
             "",
             f"The SFT model played {counts['episodes']} episodes of {self.config.demos.split} "
-            f"tasks {rft.tasks} ({rft.n} per task, temperature {rft.temperature}) and solved "
+            f"{tasks} ({rft.n or self.grpo_group_size} per task, temperature "
+            f"{rft.temperature}) and solved "
             f"{counts['kept']}; {trained} ([rft/sft/report.md](rft/sft/report.md)). "
             f"GRPO played {played:.0f} episodes.",
             "",

@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
+from agenttrain.eval.runner import select_tasks
 from agenttrain.policy.models import load_hf, resolve
 
 runner = CliRunner()
@@ -138,8 +139,6 @@ def _rft_recipe(out: Path, model: str) -> list[str]:
         "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
         "'trainer.loggers=[jsonl]']",
         "rft.enabled=true",
-        "rft.tasks=6-9",
-        "rft.n=2",
         "rft.max_turns=10",  # the oracle needs more than 2 turns for most goals
         "rft.max_new_tokens=8",
     ]
@@ -168,11 +167,19 @@ def test_the_rft_baseline_trains_on_own_successes_and_grpo_is_compared_to_it(
     result = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     results = json.loads((out / "results.json").read_text())
-    # the SFT model sampled the RFT tasks, n each, at the RFT settings
+    # the SFT model sampled the tasks GRPO played, as many times each as GRPO's group size
     (sampling,) = sampled
     assert sampling.models == [results["models"]["SFT"]]
-    assert (sampling.split, sampling.tasks, sampling.n) == ("train", [6, 7, 8, 9], 2)
-    assert json.loads((out / "rft" / "sampling.json").read_text()) == {"episodes": 8, "kept": 8}
+    grpo_tasks = {
+        json.loads(line)["task_id"]
+        for path in (out / "grpo" / "trajectories").glob("*.jsonl")
+        for line in path.read_text().splitlines()
+    }
+    train = select_tasks("textcraft", "train", None)
+    assert sampling.split == "train" and sampling.n == 2
+    assert {train[position] for position in sampling.tasks} == grpo_tasks
+    counts = json.loads((out / "rft" / "sampling.json").read_text())
+    assert counts["episodes"] == 2 * len(grpo_tasks) and counts["kept"] > 0
     # fine-tuned from the SFT checkpoint on those episodes, then evaluated beside the others
     assert list(results["summaries"]) == ["base", "SFT", "SFT+RFT", "SFT+GRPO"]
     rft_config = (out / "rft" / "sft" / "config.yaml").read_text()
@@ -188,7 +195,7 @@ def test_the_rft_baseline_trains_on_own_successes_and_grpo_is_compared_to_it(
     ]
     report = (out / "report.md").read_text()
     assert "| SFT+RFT |" in report and "- SFT+GRPO - SFT+RFT: " in report
-    assert "## RFT baseline" in report and "solved 8;" in report
+    assert "## RFT baseline" in report and f"solved {counts['kept']};" in report
     assert "| RFT |" in report
 
     again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
@@ -197,17 +204,34 @@ def test_the_rft_baseline_trains_on_own_successes_and_grpo_is_compared_to_it(
     assert len(sampled) == 1
     refused = runner.invoke(app, [*arguments, "rft.n=3"], env={"COLUMNS": "400"})
     assert refused.exit_code == 2
-    assert "rft.n 2 -> 3" in " ".join(refused.output.split())
+    assert "rft.n 2 -> 3" in " ".join(refused.output.split()), refused.output
 
 
 def test_an_sft_model_that_solves_nothing_gives_no_rft_model(tiny_model_dir, tmp_path):
     from agenttrain.recipe import Recipe, load_recipe
 
     out = tmp_path / "recipe"
-    overrides = _rft_recipe(out, tiny_model_dir)[2:]
+    overrides = [*_rft_recipe(out, tiny_model_dir)[2:], "rft.tasks=6-9", "rft.n=2"]
     recipe = Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), overrides))
     assert recipe.train_rft(str(tiny_model_dir)) is None  # the random model solves nothing
     assert json.loads((out / "rft" / "sampling.json").read_text()) == {"episodes": 8, "kept": 0}
     section = " ".join(recipe.rft_section())
     assert "solved 0" in section and "no RFT model" in section
     assert not (out / "rft" / "sft").exists()
+
+
+def test_rft_without_tasks_of_its_own_or_grpo_trajectories_says_what_to_set(tmp_path):
+    from agenttrain.recipe import Recipe, load_recipe
+
+    recipe = Recipe(
+        load_recipe(
+            Path("configs/textcraft_recipe.yaml"),
+            [
+                f"run.out_dir={tmp_path}",
+                "rft.enabled=true",
+                "grpo.overrides=[trainer.save_trajectories=false]",
+            ],
+        )
+    )
+    with pytest.raises(ValueError, match=r"kept no trajectories .* set rft\.tasks"):
+        recipe.rft_tasks()
