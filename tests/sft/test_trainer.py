@@ -36,12 +36,12 @@ def recipe(demos, model, out, *overrides) -> SFTConfig:
 
 @pytest.mark.slow  # real model, 40 s
 def test_sft_on_a_handful_of_demos_drives_the_loss_down(demos_file, smollm2_dir, tmp_path):
-    """The real SmolLM2, LoRA, 6 demonstrations, 4 epochs of 1 step each."""
+    """The real SmolLM2, LoRA, 3 demonstrations, 4 epochs of 1 step each."""
     config = recipe(
         demos_file,
         smollm2_dir,
         tmp_path / "run",
-        "data.limit=6",
+        "data.limit=3",
         "data.eval_fraction=0",
         "optim.epochs=4",
         "optim.batch_tokens=100000",
