@@ -20,7 +20,7 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 def logprobs_at(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
+    attention_mask: torch.Tensor | None,
     rows: torch.Tensor,
     positions: torch.Tensor,
     targets: torch.Tensor,
@@ -31,11 +31,17 @@ def logprobs_at(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(targets[i] | sequence `rows[i]` up to `positions[i]`), for each i ([N] tensors).
 
-    `attention_mask` may be 2D (padding) or 4D (packed sequences, block-diagonal).
+    `attention_mask` may be 2D (padding), 4D (packed sequences, block-diagonal), or None with
+    `position_ids` restarting at each packed sequence (transformers masks them apart).
     """
     decoder = model.get_decoder()
     head = model.get_output_embeddings()
-    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    hidden = decoder(  # no cache: training passes never reuse one (and packing needs none)
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        use_cache=False,
+    )
     hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
     selected = hidden[rows, positions]
     scale = temperature if temperature > 0 else 1.0

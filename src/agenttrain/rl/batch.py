@@ -12,46 +12,68 @@ from agenttrain.rollout.trajectory import Trajectory
 
 @dataclass
 class EpisodeBatch:
-    """Rows are episodes: full sequences right-padded, plus their response part.
+    """Episodes as tensors: their full sequences in `input_ids`, plus their response part.
 
-    Response position j of row b is sequence position `response_start[b] + j`; only positions
-    with `response_mask` 1 (tokens the model sampled) carry loss.
+    Padded, each episode is a row of its own; packed, the episodes lie end to end in one row
+    with positions restarting at each (no padding; transformers keeps packed sequences from
+    attending to each other when it sees restarting `position_ids` and no attention mask).
+    Episode b's sequence starts at `offset[b]` of row `sequence_row[b]`; its response position
+    j is `response_start[b] + j` within it; only positions with `response_mask` 1 (tokens the
+    model sampled) carry loss.
     """
 
     input_ids: torch.Tensor
-    attention_mask: torch.Tensor
+    attention_mask: torch.Tensor | None
     response_start: torch.Tensor
     responses: torch.Tensor
     response_mask: torch.Tensor
+    sequence_row: torch.Tensor
+    offset: torch.Tensor
+    position_ids: torch.Tensor | None = None
 
     @property
     def size(self) -> int:
-        return self.input_ids.shape[0]
+        """Episodes in the batch."""
+        return self.response_mask.shape[0]
 
 
-def collate(trajectories: Sequence[Trajectory], pad_id: int, device: torch.device) -> EpisodeBatch:
-    width = max(len(t.prompt_ids) + len(t.response_ids) for t in trajectories)
+def collate(
+    trajectories: Sequence[Trajectory], pad_id: int, device: torch.device, packing: bool = False
+) -> EpisodeBatch:
+    sequences = [t.prompt_ids + t.response_ids for t in trajectories]
     response_width = max(len(t.response_ids) for t in trajectories)
-    rows = len(trajectories)
-    input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
-    attention = torch.zeros(rows, width, dtype=torch.long)
-    responses = torch.full((rows, response_width), pad_id, dtype=torch.long)
-    response_mask = torch.zeros(rows, response_width)
-    starts = torch.zeros(rows, dtype=torch.long)
+    episodes = len(trajectories)
+    responses = torch.full((episodes, response_width), pad_id, dtype=torch.long)
+    response_mask = torch.zeros(episodes, response_width)
     for row, trajectory in enumerate(trajectories):
-        sequence = trajectory.prompt_ids + trajectory.response_ids
-        input_ids[row, : len(sequence)] = torch.tensor(sequence)
-        attention[row, : len(sequence)] = 1
         count = len(trajectory.response_ids)
         responses[row, :count] = torch.tensor(trajectory.response_ids)
         response_mask[row, :count] = torch.tensor(trajectory.response_mask, dtype=torch.float)
-        starts[row] = len(trajectory.prompt_ids)
+    starts = torch.tensor([len(t.prompt_ids) for t in trajectories], dtype=torch.long)
+    if packing:
+        lengths = torch.tensor([len(s) for s in sequences])
+        input_ids = torch.tensor([token for s in sequences for token in s])[None]
+        position_ids = torch.cat([torch.arange(len(s)) for s in sequences])[None]
+        layout = (torch.zeros(episodes, dtype=torch.long), torch.cumsum(lengths, 0) - lengths)
+        attention, positions = None, position_ids.to(device)
+    else:
+        width = max(len(s) for s in sequences)
+        input_ids = torch.full((episodes, width), pad_id, dtype=torch.long)
+        attention = torch.zeros(episodes, width, dtype=torch.long)
+        for row, sequence in enumerate(sequences):
+            input_ids[row, : len(sequence)] = torch.tensor(sequence)
+            attention[row, : len(sequence)] = 1
+        layout = (torch.arange(episodes), torch.zeros(episodes, dtype=torch.long))
+        attention, positions = attention.to(device), None
     return EpisodeBatch(
         input_ids.to(device),
-        attention.to(device),
+        attention,
         starts.to(device),
         responses.to(device),
         response_mask.to(device),
+        layout[0].to(device),
+        layout[1].to(device),
+        positions,
     )
 
 

@@ -151,6 +151,11 @@ class ActorConfig(Section):
     micro_batch_tokens: int = Field(2048, ge=64, description="tokens per forward/backward")
     """Measured here: 2048 for short episodes, 1024 for ~1000-token TextCraft episodes (one
     episode per micro-batch: no padding) beat larger budgets in time and memory."""
+    packing: bool = False
+    """Lay a micro-batch's episodes end to end in one row instead of padding each to the
+    longest (positions restart at each episode; transformers keeps them from attending to one
+    another). For large micro-batches, on a GPU; on CPU one episode per micro-batch has no
+    padding either."""
     clip_ratio_low: float = Field(0.2, ge=0)
     clip_ratio_high: float = Field(0.2, ge=0, description="0.28: DAPO clip-higher")
     clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip constant")

@@ -19,14 +19,16 @@ def response_logprobs(
     Logits are divided by `temperature` as during sampling (verl does the same).
     """
     rows, cols = batch.response_mask.nonzero(as_tuple=True)
-    positions = batch.response_start[rows] + cols - 1  # logits at p-1 predict the token at p
+    # logits at p-1 predict the token at p
+    positions = batch.offset[rows] + batch.response_start[rows] + cols - 1
     values, entropy = logprobs_at(
         model,
         batch.input_ids,
         batch.attention_mask,
-        rows,
+        batch.sequence_row[rows],
         positions,
         batch.responses[rows, cols],
+        position_ids=batch.position_ids,
         temperature=temperature,
         with_entropy=with_entropy,
     )

@@ -19,7 +19,7 @@ from agenttrain.rl.advantages import (
     turn_anchors,
     turn_step_rewards,
 )
-from agenttrain.rl.batch import collate, micro_batches, pad_responses
+from agenttrain.rl.batch import EpisodeBatch, collate, micro_batches, pad_responses
 from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.kl import KLController, kl_penalty
 from agenttrain.rl.logprobs import response_logprobs
@@ -50,6 +50,9 @@ class PolicyUpdate:
         self.pad_id = pad_id
         self.device = device
 
+    def _collate(self, episodes: list[Trajectory]) -> EpisodeBatch:
+        return collate(episodes, self.pad_id, self.device, self.config.actor.packing)
+
     def _autocast(self) -> Any:
         return autocast(self.config.model)
 
@@ -71,7 +74,7 @@ class PolicyUpdate:
         lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
         with torch.no_grad(), self._autocast():
             for micro in micro_batches(lengths, self.config.actor.micro_batch_tokens):
-                batch = collate([episodes[i] for i in micro], self.pad_id, self.device)
+                batch = self._collate([episodes[i] for i in micro])
                 values, entropy = response_logprobs(model, batch, temperature, with_entropy)
                 for row, index in enumerate(micro):
                     width = len(episodes[index].response_ids)
@@ -256,7 +259,7 @@ class PolicyUpdate:
         mini-batch loss (and so do the per-token metrics, weighted by their token share).
         """
         actor, kl = self.config.actor, self.config.algorithm.kl
-        batch = collate([episodes[i] for i in rows], self.pad_id, self.device)
+        batch = self._collate([episodes[i] for i in rows])
         width = batch.response_mask.shape[1]
         micro_mask = mask[rows, :width].to(self.device)
         with self._autocast():
