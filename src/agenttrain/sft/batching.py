@@ -3,7 +3,8 @@
 A step is a run of consecutive examples of a seeded per-epoch shuffle whose tokens fit
 `batch_tokens` (fractional epochs allowed); a micro-batch is what fits `micro_batch_tokens`
 at once: padded rows (rows × longest) or, with packing, conversations laid end to end in
-one row with block-diagonal attention and positions restarting at each conversation.
+one row with positions restarting at each conversation (transformers then keeps them from
+attending to one another: block-diagonal attention without a mask of our own).
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def micro_batches(lengths: dict[int, int], budget: int, packing: bool) -> list[l
 @dataclass
 class MicroBatch:
     input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    """[rows, width] padding mask, or [rows, 1, width, width] block-diagonal when packed."""
+    attention_mask: torch.Tensor | None
+    """[rows, width] padding mask; None when packed (`position_ids` restart at each example)."""
     position_ids: torch.Tensor
     rows: torch.Tensor
     positions: torch.Tensor
@@ -86,31 +87,26 @@ def collate(
     width = max(sum(len(e.ids) for e in row) for row in layout)
     input_ids = torch.full((len(layout), width), pad_id, dtype=torch.long)
     position_ids = torch.zeros((len(layout), width), dtype=torch.long)
-    segment = torch.full((len(layout), width), -1, dtype=torch.long)
+    present = torch.zeros((len(layout), width), dtype=torch.bool)
     rows, positions, targets = [], [], []
     for row, members in enumerate(layout):
         offset = 0
-        for number, example in enumerate(members):
+        for example in members:
             size = len(example.ids)
             input_ids[row, offset : offset + size] = torch.tensor(example.ids)
             position_ids[row, offset : offset + size] = torch.arange(size)
-            segment[row, offset : offset + size] = number
+            present[row, offset : offset + size] = True
             for index in range(1, size):
                 if example.mask[index]:
                     rows.append(row)
                     positions.append(offset + index - 1)
                     targets.append(example.ids[index])
             offset += size
-    present = segment >= 0
-    if packing:
-        causal = torch.tril(torch.ones(width, width, dtype=torch.bool))
-        same = segment[:, :, None] == segment[:, None, :]
-        attention = (same & causal & present[:, None, :])[:, None]
-    else:
-        attention = present.long()
+    # packed: no mask; transformers keeps the conversations apart from the restarting positions
+    attention = None if packing else present.long().to(device)
     return MicroBatch(
         input_ids.to(device),
-        attention.to(device),
+        attention,
         position_ids.to(device),
         torch.tensor(rows, dtype=torch.long, device=device),
         torch.tensor(positions, dtype=torch.long, device=device),
