@@ -22,6 +22,7 @@ from agenttrain.policy.chat import ChatTemplate
 from agenttrain.policy.decoder import LlamaFamilyDecoder, supports
 from agenttrain.policy.generic import GenericDecoder
 from agenttrain.policy.graph_decoder import GraphDecoder
+from agenttrain.policy.merged import is_lora, merged_copy, merged_state
 
 DEFAULT_SLOTS = 32
 InferenceDtype = Literal["auto", "float32", "bfloat16"]
@@ -70,8 +71,7 @@ class HFPolicy:
         device = next(model.parameters()).device
         dtype = resolve_inference_dtype(inference_dtype, device)
         own_dtype = next(model.parameters()).dtype
-        self.generator_model = model if dtype == own_dtype else copy.deepcopy(model).to(dtype)
-        self.generator_model.eval()
+        self.generator_model = self._generation_copy(model, dtype, own_dtype)
         self.tokenizer = tokenizer
         self.template = ChatTemplate(tokenizer, system_prompt)
         self.max_context = max_context or int(model.config.max_position_embeddings)
@@ -88,6 +88,16 @@ class HFPolicy:
             self.decoder = LlamaFamilyDecoder(self.generator_model, stop_ids, pad_id, cache_slots)
         else:
             self.decoder = GenericDecoder(self.generator_model, stop_ids, pad_id)
+
+    @staticmethod
+    def _generation_copy(
+        model: torch.nn.Module, dtype: torch.dtype, own_dtype: torch.dtype
+    ) -> torch.nn.Module:
+        """The model generation runs: a LoRA model merged (policy/merged.py), a plain one in
+        the inference dtype (itself when the dtypes agree)."""
+        if is_lora(model):
+            return merged_copy(model, dtype)
+        return (model if dtype == own_dtype else copy.deepcopy(model).to(dtype)).eval()
 
     @property
     def device(self) -> torch.device:
@@ -114,7 +124,9 @@ class HFPolicy:
 
     def sync_weights(self) -> None:
         """The model was updated: refresh the generation copy and drop cached keys/values."""
-        if self.generator_model is not self.model:
+        if is_lora(self.model):
+            self.generator_model.load_state_dict(merged_state(self.model))
+        elif self.generator_model is not self.model:
             self.generator_model.load_state_dict(self.model.state_dict())
         if isinstance(self.decoder, LlamaFamilyDecoder):
             self.decoder.clear()
