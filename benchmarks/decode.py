@@ -11,8 +11,13 @@ observations in the chat template) and the same token count (every row generates
   continues the same episodes (keys/values reused), the multi-turn rate.
 Reported: generated tokens/s (warm call), the warm-up call's seconds (compile/capture).
 
+With `--lora R` the model is wrapped in a rank-R LoRA adapter on all linear layers (a random
+update, as a policy trained from an SFT checkpoint carries), and the default decode path runs
+twice per row count: `lora_merged` (what agenttrain does: generation from W + ΔW) and
+`lora_unmerged` (the decoder over the adapter model, as before), alternating, one process.
+
 Usage: python benchmarks/decode.py --device cuda [--rows 32 128 256] [--new-tokens 96]
-       [--turns 6] [--model smollm2-135m|<model folder>] [--out F]
+       [--turns 6] [--model smollm2-135m|<model folder>] [--lora 32] [--out F]
 On CPU (a smoke run): python benchmarks/decode.py --device cpu --rows 4 --no-anchor-compile
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import platform
 import time
@@ -117,6 +123,41 @@ def agenttrain_run(policy, batch, new_tokens, turns: int = 1) -> dict:
     return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
 
 
+class UnmergedLoraPolicy(HFPolicy):
+    """Decodes through the adapter layers (agenttrain before it merged them)."""
+
+    @staticmethod
+    def _generation_copy(model, dtype, own_dtype):
+        return copy.deepcopy(model).to(dtype).eval()
+
+
+def with_lora(model, rank: int):
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=rank, lora_alpha=2 * rank, target_modules="all-linear", task_type="CAUSAL_LM"
+    )
+    model = get_peft_model(model, config)
+    for name, parameter in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(parameter, std=0.01)
+    return model.eval()
+
+
+def lora_rows(model, tokenizer, batch, args, path: str) -> dict:
+    """Merged vs unmerged LoRA decoding, alternating (merged, unmerged, merged, unmerged)."""
+    slots = max(len(batch), 32)
+    runs: dict[str, list[float]] = {"lora_merged": [], "lora_unmerged": []}
+    for _ in range(2):
+        for key, kind in (("lora_merged", HFPolicy), ("lora_unmerged", UnmergedLoraPolicy)):
+            policy = kind(model, tokenizer, name="lora", decode=path, cache_slots=slots)
+            runs[key].append(rate(agenttrain_run(policy, batch, args.new_tokens))["tokens_per_s"])
+            del policy
+    row = {key: {"tokens_per_s": max(values), "runs": values} for key, values in runs.items()}
+    merged, unmerged = (row[k]["tokens_per_s"] for k in ("lora_merged", "lora_unmerged"))
+    return {**row, "merged_vs_unmerged": round(merged / unmerged, 3)}
+
+
 def rate(result: dict) -> dict:
     return {**result, "tokens_per_s": round(result["tokens"] / result["seconds"], 1)}
 
@@ -131,6 +172,7 @@ def main() -> None:
     parser.add_argument("--no-anchor", action="store_true")
     parser.add_argument("--no-anchor-compile", action="store_true", help="e.g. on CPU")
     parser.add_argument("--no-arena", action="store_true", help="skip the CPU-tuned decoder")
+    parser.add_argument("--lora", type=int, metavar="R", help="LoRA merged vs unmerged only")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -141,6 +183,13 @@ def main() -> None:
     for rows in args.rows:
         batch = prompts(tokenizer, rows)
         row: dict = {"rows": rows, "mean_prompt_tokens": round(sum(map(len, batch)) / rows, 1)}
+        if args.lora:
+            path = "graph" if device.type == "cuda" else "arena"
+            lora_model = with_lora(copy.deepcopy(model), args.lora)
+            row.update(lora_rows(lora_model, tokenizer, batch, args, path))
+            print(json.dumps(row), flush=True)
+            results.append(row)
+            continue
         slots = max(rows, 32)
         for path in ("graph", "arena"):
             if path == "arena" and args.no_arena:
@@ -169,12 +218,14 @@ def main() -> None:
         "device": name or args.device,
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "new_tokens": args.new_tokens,
+        "lora_rank": args.lora,
         "torch": torch.__version__,
         "workload": "TextCraft first observations as prompts, exactly new_tokens per row, "
         "temperature 0.7; tokens/s of the warm call",
         "results": results,
     }
-    out = args.out or Path(__file__).parent / "results" / f"decode_{device.type}.json"
+    stem = f"decode_lora_{device.type}" if args.lora else f"decode_{device.type}"
+    out = args.out or Path(__file__).parent / "results" / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")
