@@ -420,6 +420,9 @@ def _actor(out: Overrides, config: TrainConfig) -> None:
     out.set("actor.micro_batch_tokens", f"{ACTOR}.use_dynamic_bsz", True)
     budget = max(actor.micro_batch_tokens, config.rollout.max_context)
     out.set("actor.micro_batch_tokens", f"{ACTOR}.ppo_max_token_len_per_gpu", budget)
+    # Packed or padded, the numbers are the same; on GPUs verl's packed path is the fast one
+    # (its own default), whatever the CPU-minded default here says.
+    out.set("actor.packing", f"{MODEL}.use_remove_padding", True)
     out.set("actor.clip_ratio_low", f"{ACTOR}.clip_ratio_low", actor.clip_ratio_low)
     out.set("actor.clip_ratio_high", f"{ACTOR}.clip_ratio_high", actor.clip_ratio_high)
     out.set("actor.clip_ratio_c", f"{ACTOR}.clip_ratio_c", actor.clip_ratio_c)
