@@ -328,7 +328,7 @@ class Recipe:
         own_settings = sampler.model_dump(mode="json", exclude={"out"})
         settings = self.stage_settings("RFT samples", own_settings)
         if own.exists() and counts_file.exists():
-            self._reuse("RFT samples", settings, own, self.rft_dir / "sft", "eval")
+            self._reuse("RFT samples", settings, own, "rft/sft", "eval")
             self.console.print(f"using the RFT samples in {own}")
             return json.loads(counts_file.read_text())
         self.rft_dir.mkdir(parents=True, exist_ok=True)
