@@ -214,3 +214,65 @@ def test_textcraft_tasks_are_classed_by_crafting_depth():
     test = spec.split("test")
     assert spec.task_stratum(test[0]) == "depth 1"
     assert spec.task_stratum(test[-1]) == "depth 4"
+
+
+SIGNAL = FrontierConfig(candidates=2, target="signal")
+
+
+def test_the_signal_target_prefers_tasks_whose_groups_differed_where_success_sees_no_difference():
+    """With partial credit a goal never solved can still give groups whose rewards differ;
+    success counts call it hopeless, group counts see its signal."""
+    signal, flat = 1, 2
+    stats = TaskStats(
+        {
+            ("textcraft", signal): TaskRecord(successes=0, episodes=32, groups=4, informative=3),
+            ("textcraft", flat): TaskRecord(successes=0, episodes=32, groups=4, informative=0),
+        }
+    )
+
+    def chosen(settings: FrontierConfig) -> Counter[int]:
+        slots = [[Slot(i, "textcraft", signal), Slot(i, "textcraft", flat)] for i in range(600)]
+        return Counter(pick_frontier(s, stats, settings, seed=0).slot.task for s in slots)
+
+    by_signal = chosen(SIGNAL)
+    assert by_signal[signal] > 4 * by_signal[flat] and by_signal[flat] > 0
+    by_success = chosen(FrontierConfig(candidates=2))
+    assert abs(by_success[signal] - by_success[flat]) < 100  # both look equally hopeless
+
+
+def test_the_signal_target_pools_unseen_tasks_by_their_class_signal_rate():
+    depth = {1: "d2", 2: "d2", 3: "d3", 4: "d3", 20: "d2", 30: "d3"}
+    stats = TaskStats()
+    stats.record_groups([(("textcraft", 1), True), (("textcraft", 2), True)])
+    stats.record_groups([(("textcraft", 3), False), (("textcraft", 4), False)] * 2)
+    assert stats.rate("signal") == 2 / 6 and stats.success_rate() == 0.5  # no episodes counted
+    chosen = Counter(
+        pick_frontier(
+            [Slot(i, "textcraft", 30), Slot(i, "textcraft", 20)],
+            stats,
+            SIGNAL,
+            seed=0,
+            stratum=lambda key: depth[key[1]],
+        ).slot.task
+        for i in range(400)
+    )
+    assert chosen[20] > 3 * chosen[30]
+
+
+def test_task_counts_survive_a_checkpoint_and_old_checkpoints_still_load():
+    stats = TaskStats({("textcraft", 7): TaskRecord(3, 16, groups=2, informative=1)})
+    assert TaskStats.from_state(stats.state()) == stats
+    old = TaskStats.from_state([["textcraft", 7, 3, 16]])  # written before group counts
+    assert old.records[("textcraft", 7)] == TaskRecord(3, 16, groups=0, informative=0)
+
+
+def test_a_signal_frontier_run_counts_every_played_group(tiny_model_dir, tmp_path):
+    signal = (*FRONTIER, "data.frontier.target=signal")
+    rows = train(recipe(tiny_model_dir, tmp_path / "run", "trainer.total_steps=2", *signal))
+    stats = Trainer(recipe(tiny_model_dir, tmp_path / "run", *signal)).task_stats
+    records = stats.records.values()
+    assert sum(r.groups for r in records) == sum(row["rollout/played_groups"] for row in rows)
+    assert sum(r.informative for r in records) == sum(
+        row["rollout/informative_groups"] for row in rows
+    )
+    assert rows[-1]["sampling/prior_signal"] == stats.rate("signal")

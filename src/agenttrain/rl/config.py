@@ -38,8 +38,16 @@ class SamplingConfig(Section):
     top_k: int = Field(0, ge=0)
 
 
+FrontierTarget = Literal["success", "signal"]
+"""What frontier sampling estimates per task: its success rate, or its groups' signal rate."""
+
+
 class FrontierConfig(Section):
     """Frontier task sampling (`data.task_sampling: frontier`); see `rl/task_stats.py`."""
+
+    target: FrontierTarget = "success"
+    """success: prefer tasks solved about half the time (p(1 − p)); signal: prefer tasks whose
+    groups most often had rewards that differ (counts partial credit for progress too)."""
 
     candidates: int = Field(4, ge=2)
     """Tasks each slot looks at in the uniform stream; it plays one of them."""

@@ -11,6 +11,13 @@ where p̂ is the mean of the task's Beta posterior under a Beta(m·k, (1 − m)�
 running success rate (0.5 before any episode), k `data.frontier.prior_strength`. An unseen
 task gets the prior's value m (1 − m) + floor; the floor keeps every task drawable.
 
+With `data.frontier.target: signal` the estimate is of what GRPO actually needs, the chance
+that the task's group has a learning signal (its rewards differ): q̂ from the task's informative
+and played groups in the same Beta form, and priority = q̂ + floor. Success counts miss the
+signal of partial-credit rewards (`reward.progress_weight`: a depth-2 goal never solved can
+still give groups whose progress differs) and call a task solved half the time as good as one
+whose eight samples always split 8/0 by seed.
+
 When the environment knows a task's difficulty class without playing it (`EnvSpec.
 task_stratum`; TextCraft: crafting depth), m is the class's rate instead, itself pooled toward
 the run's rate with the same strength: (class successes + k·run rate) / (class episodes + k).
@@ -26,6 +33,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from agenttrain.rl.config import FrontierConfig
+from agenttrain.rl.config import FrontierTarget as Target
 from agenttrain.rl.environments import Slot
 from agenttrain.rollout.trajectory import Trajectory
 
@@ -39,6 +47,16 @@ Stratum = Callable[[TaskKey], str | None]
 class TaskRecord:
     successes: int = 0
     episodes: int = 0
+    groups: int = 0
+    """Groups played (one per slot) that kept a baseline despite environment errors."""
+    informative: int = 0
+    """Of those, groups whose rewards differed (a learning signal)."""
+
+    def counts(self, target: Target) -> tuple[int, int]:
+        """(hits, trials) of the quantity frontier sampling estimates."""
+        if target == "success":
+            return self.successes, self.episodes
+        return self.informative, self.groups
 
 
 @dataclass
@@ -60,46 +78,69 @@ class TaskStats:
             entry.episodes += 1
             entry.successes += int(trajectory.success)
 
+    def record_groups(self, groups: Iterable[tuple[TaskKey, bool]]) -> None:
+        """Count one generation round's groups: (task, whether its rewards differed)."""
+        for key, informative in groups:
+            entry = self.records.setdefault(key, TaskRecord())
+            entry.groups += 1
+            entry.informative += int(informative)
+
+    def rate(self, target: Target = "success") -> float:
+        """The run's running rate over every counted episode or group (0.5 before any)."""
+        hits = trials = 0
+        for entry in self.records.values():
+            h, t = entry.counts(target)
+            hits, trials = hits + h, trials + t
+        return hits / trials if trials else 0.5
+
     def success_rate(self) -> float:
         """The run's running success rate over every counted episode (0.5 before any)."""
-        episodes = sum(entry.episodes for entry in self.records.values())
-        if not episodes:
-            return 0.5
-        return sum(entry.successes for entry in self.records.values()) / episodes
+        return self.rate("success")
 
     def stratum_rate(
-        self, stratum: str, of: Stratum, run_rate: float, prior_strength: float
+        self,
+        stratum: str,
+        of: Stratum,
+        run_rate: float,
+        prior_strength: float,
+        target: Target = "success",
     ) -> float:
-        """The pooled success rate of the tasks of one class, pulled toward the run's rate."""
-        successes = episodes = 0
+        """The pooled rate of the tasks of one class, pulled toward the run's rate."""
+        hits = trials = 0
         for key, entry in self.records.items():
             if of(key) == stratum:
-                successes += entry.successes
-                episodes += entry.episodes
-        return (successes + run_rate * prior_strength) / (episodes + prior_strength)
+                h, t = entry.counts(target)
+                hits, trials = hits + h, trials + t
+        return (hits + run_rate * prior_strength) / (trials + prior_strength)
 
-    def estimate(self, key: TaskKey, prior_mean: float, prior_strength: float) -> float:
-        """The task's posterior mean success: the prior's mean for an unseen task."""
-        entry = self.records.get(key, TaskRecord())
-        return (entry.successes + prior_mean * prior_strength) / (entry.episodes + prior_strength)
+    def estimate(
+        self, key: TaskKey, prior_mean: float, prior_strength: float, target: Target = "success"
+    ) -> float:
+        """The task's posterior mean rate: the prior's mean for an unseen task."""
+        hits, trials = self.records.get(key, TaskRecord()).counts(target)
+        return (hits + prior_mean * prior_strength) / (trials + prior_strength)
 
     def state(self) -> list[list[str | int]]:
-        """Checkpoint form: `[env, task, successes, episodes]` rows."""
-        return [[env, task, r.successes, r.episodes] for (env, task), r in self.records.items()]
+        """Checkpoint form: `[env, task, successes, episodes, groups, informative]` rows."""
+        return [
+            [env, task, r.successes, r.episodes, r.groups, r.informative]
+            for (env, task), r in self.records.items()
+        ]
 
     @classmethod
     def from_state(cls, rows: Sequence[Sequence[str | int]]) -> TaskStats:
+        """Rows of `state()`; checkpoints written before group counts have four columns."""
         return cls(
-            {
-                (str(env), int(task)): TaskRecord(int(successes), int(episodes))
-                for env, task, successes, episodes in rows
-            }
+            {(str(env), int(task)): TaskRecord(*map(int, counts)) for env, task, *counts in rows}
         )
 
 
-def priority(success: float, floor: float) -> float:
-    """p (1 − p) + floor: largest at p = 0.5, where a group's rewards differ most often."""
-    return success * (1.0 - success) + floor
+def priority(estimate: float, floor: float, target: Target = "success") -> float:
+    """success: p (1 − p) + floor, largest at p = 0.5, where a group's rewards differ most
+    often; signal: the estimated chance of a learning signal itself, q + floor."""
+    if target == "signal":
+        return estimate + floor
+    return estimate * (1.0 - estimate) + floor
 
 
 @dataclass(frozen=True)
@@ -121,19 +162,21 @@ def pick_frontier(
     """Pick one candidate with probability proportional to its priority. Seeded by the run's
     seed and the slot's index: a pure function of (seed, slot, stats), so a resumed run that
     restored its stats picks the same tasks."""
-    run_rate = stats.success_rate()
+    target = settings.target
+    run_rate = stats.rate(target)
     strength = settings.prior_strength
 
     def prior(key: TaskKey) -> float:
         label = stratum(key) if stratum is not None else None
         if label is None:
             return run_rate
-        return stats.stratum_rate(label, stratum, run_rate, strength)
+        return stats.stratum_rate(label, stratum, run_rate, strength, target)
 
     weights = [
         priority(
-            stats.estimate((slot.env, slot.task), prior((slot.env, slot.task)), strength),
+            stats.estimate((slot.env, slot.task), prior((slot.env, slot.task)), strength, target),
             settings.floor,
+            target,
         )
         for slot in candidates
     ]
@@ -150,4 +193,5 @@ def sampling_metrics(picks: Sequence[Pick], stats: TaskStats) -> dict[str, float
         "sampling/unseen_share": fmean(pick.unseen for pick in picks),
         "sampling/tasks_with_stats": len(stats),
         "sampling/prior_success": stats.success_rate(),
+        "sampling/prior_signal": stats.rate("signal"),
     }

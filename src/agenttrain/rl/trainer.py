@@ -125,7 +125,8 @@ class Trainer(TrainingRun):
         self.tasks_consumed = 0
         """Position in the stream of training tasks (dynamic sampling draws a varying number)."""
         self.task_stats = TaskStats()
-        """Successes and episodes per training task so far (what frontier sampling weighs)."""
+        """Successes, episodes, groups and informative groups per training task so far (what
+        frontier sampling weighs)."""
         self.loop = asyncio.new_event_loop()
         """One event loop for the run: the environment sources' HTTP pools live in it."""
         self.memory: ExperienceService | None = (
@@ -517,6 +518,8 @@ class Trainer(TrainingRun):
             groups, dropped = self._trainable_groups(batch)
             informative = [g for g in groups if self._has_signal(batch, g)]
             batch.informative_groups = len(informative)
+            round_ids = {request.group_id for _, request in requests}
+            self.task_stats.record_groups(self._round_groups(batch, round_ids, groups, informative))
             if not dynamic.enabled:
                 batch.select(groups, dropped=dropped, filtered=0)
                 return batch
@@ -604,6 +607,20 @@ class Trainer(TrainingRun):
             [batch.scores[i] for i in group],
             algorithm.gamma,
         )
+
+    @staticmethod
+    def _round_groups(
+        batch: StepBatch, round_ids: set[str], groups: list[list[int]], informative: list[list[int]]
+    ) -> list[tuple[tuple[str, int], bool]]:
+        """(task, whether its rewards differed) for this round's groups that kept a baseline;
+        earlier rounds' groups were counted when they were played."""
+        signal = {batch.trajectories[group[0]].group_id for group in informative}
+        counted = []
+        for group in groups:
+            first = batch.trajectories[group[0]]
+            if first.group_id in round_ids:
+                counted.append(((first.env, first.task_id), first.group_id in signal))
+        return counted
 
     def _group_id(self, step: int, slot: Slot) -> str:
         env = f"{slot.env}:" if self.environments.multi else ""
