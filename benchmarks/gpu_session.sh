@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 22's GPU figures in one device call (a session has 15 minutes of device time, machine
+# start included; a call at most 10). Run it as call 2 of ../shared/gpu/README.md:
+#   bash /tmp/gpu/model.sh && source /tmp/gpu/env.sh && bash benchmarks/gpu_session.sh
+# Each check has its own time limit and the next one runs whatever the last did, so one hang
+# or crash costs its own slot only. Everything lands in $OUT (logs, JSON, metrics).
+# A smoke run on CPU (small shapes, no compile): DEVICE=cpu QUICK=1 OUT=/tmp/o bash benchmarks/gpu_session.sh
+set -uo pipefail
+OUT=${OUT:?set OUT to a folder for the results}
+DEVICE=${DEVICE:-cuda}
+QUICK=${QUICK:-0}
+mkdir -p "$OUT"
+PY=python3  # the GPU machine's; a CPU smoke run uses the project's .venv
+[ "$DEVICE" = cpu ] && [ -x .venv/bin/python ] && PY=.venv/bin/python
+check() {  # check NAME SECONDS COMMAND...: run one check under its limit, log it, go on
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  echo "== $name (limit ${limit}s)"
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "$name rc=$rc $((SECONDS - start))s" | tee -a "$OUT/summary.txt"
+  tail -n 15 "$OUT/$name.log"
+}
+if [ "$QUICK" = 1 ]; then
+  ROWS=(4); TOKENS=8; TURNS=2; STEPS=1; ANCHOR=(--no-anchor-compile)
+else
+  ROWS=(32 128 256); TOKENS=96; TURNS=6; STEPS=2; ANCHOR=()
+fi
+{ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"; \
+  git log -1 --format='agenttrain %h %s'; } | tee "$OUT/summary.txt"
+
+# 1. Decode: transformers' compiled static-cache generate (the anchor) and agenttrain's graph
+#    and arena paths, same prompts and token counts, one process; then 6 turns of the graph path.
+check decode 240 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
+  --new-tokens "$TOKENS" --turns "$TURNS" "${ANCHOR[@]}" --out "$OUT/decode_$DEVICE.json"
+# 2. A LoRA policy decoding from merged weights against its adapter layers.
+check decode_lora 90 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[0]}" \
+  --new-tokens "$TOKENS" --lora 32 --out "$OUT/decode_lora_$DEVICE.json"
+# 3. GRPO steps of TextCraft on the device: gen and update time, rollout/trainer log-prob gap.
+check grpo_step 180 "$PY" -m agenttrain train configs/textcraft_grpo.yaml model.device="$DEVICE" \
+  run.out_dir="$OUT/grpo" trainer.total_steps="$STEPS" trainer.test_freq=0 \
+  trainer.save_freq="$STEPS" data.batch_tasks=4 data.group_size=8 sampling.temperature=0.6 \
+  actor.packing=true actor.micro_batch_tokens=16384
+"$PY" - "$OUT/grpo/metrics.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
+import json, sys
+keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/throughput",
+        "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max")
+try:
+    rows = [json.loads(line) for line in open(sys.argv[1])]
+except OSError as error:
+    sys.exit(f"grpo_step: no metrics ({error})")
+for row in rows:
+    print("grpo step", row.get("training/global_step"),
+          " ".join(f"{k}={row[k]:.4g}" for k in keys if k in row))
+EOF
+rm -rf "$OUT/grpo/checkpoints"  # adapters are large and not needed for the figures
+echo "done; figures: $OUT/summary.txt, decode_*.json, grpo/metrics.jsonl"
