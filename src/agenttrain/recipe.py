@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 from rich.console import Console
@@ -30,6 +30,9 @@ from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.config import RunConfig, Section
 from agenttrain.run.stages import StageChanged, StageRecords
+
+if TYPE_CHECKING:
+    from agenttrain.sft.config import SFTConfig
 
 
 class DemosStage(Section):
@@ -132,7 +135,6 @@ def compose_overrides(base: Sequence[str], given: Sequence[str]) -> list[str]:
 class Recipe:
     def __init__(self, config: RecipeConfig, console: Console | None = None) -> None:
         from agenttrain.rl.config import TrainConfig
-        from agenttrain.sft.config import SFTConfig
 
         self.config = config
         self.console = console or Console()
@@ -140,18 +142,7 @@ class Recipe:
         seed = f"run.seed={config.run.seed}"
         self.demos_path = self.out / "demos.jsonl"
         # both configs are read (and checked) before anything runs
-        self.sft_config = config_io.load(
-            SFTConfig,
-            config.sft.config,
-            [
-                *config.sft.overrides,
-                seed,
-                f"run.out_dir={self.out / 'sft'}",
-                f"data.train=[{self.demos_path}]",
-                f"data.env={config.demos.env}",
-                f"eval.action_format={config.demos.action_format}",
-            ],
-        )
+        self.sft_config = self._sft_stage_config(self.out / "sft", self.demos_path)
         self.grpo_overrides = [
             *config.grpo.overrides,
             seed,
@@ -162,21 +153,31 @@ class Recipe:
         grpo = config_io.load(TrainConfig, config.grpo.config, self.grpo_overrides)
         self.grpo_group_size = grpo.data.group_size
         self.rft_dir = self.out / "rft"
-        self.rft_config = config_io.load(
+        self.rft_config = self._sft_stage_config(
+            self.rft_dir / "sft", self.rft_dir / "own.jsonl", config.rft.overrides
+        )
+        self.timings: dict[str, float] = {}
+        self.records = StageRecords(self.out)
+
+    def _sft_stage_config(self, out_dir: Path, data: Path, extra: Sequence[str] = ()) -> SFTConfig:
+        """The recipe's SFT config for one stage (SFT, or RFT's continued SFT): the stage's
+        overrides, then the recipe's seed, folder, data and environment."""
+        from agenttrain.sft.config import SFTConfig  # imported here: keeps the CLI start light
+
+        config = self.config
+        return config_io.load(
             SFTConfig,
             config.sft.config,
             [
                 *config.sft.overrides,
-                *config.rft.overrides,
-                seed,
-                f"run.out_dir={self.rft_dir / 'sft'}",
-                f"data.train=[{self.rft_dir / 'own.jsonl'}]",
+                *extra,
+                f"run.seed={config.run.seed}",
+                f"run.out_dir={out_dir}",
+                f"data.train=[{data}]",
                 f"data.env={config.demos.env}",
                 f"eval.action_format={config.demos.action_format}",
             ],
         )
-        self.timings: dict[str, float] = {}
-        self.records = StageRecords(self.out)
 
     def run(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)

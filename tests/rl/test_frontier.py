@@ -27,11 +27,18 @@ def environments(*configs: EnvConfig, seed: int = 0) -> RunEnvironments:
     )
 
 
-def picked_tasks(candidates: list[int], stats: TaskStats, draws: int) -> Counter[int]:
+def picked_tasks(
+    candidates: list[int],
+    stats: TaskStats,
+    draws: int,
+    settings: FrontierConfig = SETTINGS,
+    env: str = "largest",
+    stratum=None,
+) -> Counter[int]:
     """How often each candidate task is picked over `draws` seeded slots."""
     return Counter(
         pick_frontier(
-            [Slot(index, "largest", task) for task in candidates], stats, SETTINGS, seed=0
+            [Slot(index, env, task) for task in candidates], stats, settings, 0, stratum
         ).slot.task
         for index in range(draws)
     )
@@ -186,24 +193,9 @@ def test_an_unseen_task_starts_from_its_difficulty_class_rate():
         }
     )
     settings = FrontierConfig(candidates=2)
-    candidates = [Slot(0, "textcraft", 30), Slot(0, "textcraft", 10)]
-    chosen = Counter(
-        pick_frontier(
-            [Slot(i, s.env, s.task) for s in candidates],
-            stats,
-            settings,
-            seed=0,
-            stratum=lambda key: depth[key[1]],
-        ).slot.task
-        for i in range(400)
-    )
+    chosen = picked_tasks([30, 10], stats, 400, settings, "textcraft", lambda key: depth[key[1]])
     assert chosen[10] > 4 * chosen[30]
-    flat = Counter(
-        pick_frontier(
-            [Slot(i, s.env, s.task) for s in candidates], stats, settings, seed=0
-        ).slot.task
-        for i in range(400)
-    )
+    flat = picked_tasks([30, 10], stats, 400, settings, "textcraft")
     assert abs(flat[10] - flat[30]) < 80  # without classes both are just "unseen"
 
 
@@ -230,13 +222,9 @@ def test_the_signal_target_prefers_tasks_whose_groups_differed_where_success_see
         }
     )
 
-    def chosen(settings: FrontierConfig) -> Counter[int]:
-        slots = [[Slot(i, "textcraft", signal), Slot(i, "textcraft", flat)] for i in range(600)]
-        return Counter(pick_frontier(s, stats, settings, seed=0).slot.task for s in slots)
-
-    by_signal = chosen(SIGNAL)
+    by_signal = picked_tasks([signal, flat], stats, 600, SIGNAL, "textcraft")
     assert by_signal[signal] > 4 * by_signal[flat] and by_signal[flat] > 0
-    by_success = chosen(FrontierConfig(candidates=2))
+    by_success = picked_tasks([signal, flat], stats, 600, FrontierConfig(candidates=2), "textcraft")
     assert abs(by_success[signal] - by_success[flat]) < 100  # both look equally hopeless
 
 
@@ -246,16 +234,7 @@ def test_the_signal_target_pools_unseen_tasks_by_their_class_signal_rate():
     stats.record_groups([(("textcraft", 1), True), (("textcraft", 2), True)])
     stats.record_groups([(("textcraft", 3), False), (("textcraft", 4), False)] * 2)
     assert stats.rate("signal") == 2 / 6 and stats.success_rate() == 0.5  # no episodes counted
-    chosen = Counter(
-        pick_frontier(
-            [Slot(i, "textcraft", 30), Slot(i, "textcraft", 20)],
-            stats,
-            SIGNAL,
-            seed=0,
-            stratum=lambda key: depth[key[1]],
-        ).slot.task
-        for i in range(400)
-    )
+    chosen = picked_tasks([30, 20], stats, 400, SIGNAL, "textcraft", lambda key: depth[key[1]])
     assert chosen[20] > 3 * chosen[30]
 
 
