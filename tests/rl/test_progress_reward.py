@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from agenttrain.cli import app
 from agenttrain.envs.registry import get_spec
+from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.rewards import RewardFunctionError, add_progress, progress_functions
 from agenttrain.rl.trainer import Trainer
 from agenttrain.rollout.trajectory import read_jsonl
@@ -58,3 +59,36 @@ def test_an_environment_without_progress_is_refused_before_the_run_starts(tiny_m
     with pytest.raises(RewardFunctionError, match="largest reports no progress"):
         Trainer(config)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_partial_credit_fades_to_success_only_over_the_steps_asked(tiny_model_dir, tmp_path):
+    """With reward.progress_fade_steps=N the same unsolved episodes earn less credit each step
+    and none from step N + 1 on, so a run that used partial credit to find its first signal
+    ends on success alone (at a constant weight the shaped reward was learned instead of
+    success, docs/results.md)."""
+    episodes = cut_oracle_episodes(tmp_path / "cut", max_turns=2)
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        "env.name=textcraft",
+        "rollout.action_format=react",
+        "reward.progress_weight=0.5",
+        "reward.progress_fade_steps=4",
+    )
+    trainer = Trainer(config)
+    steady = add_progress(
+        episodes, [0.0] * len(episodes), progress_functions([get_spec("textcraft")], 0.5), 0.5
+    )[0]
+    assert any(steady)
+    for step, share in ((1, 1.0), (2, 0.75), (4, 0.25), (5, 0.0), (9, 0.0)):
+        scores, _ = trainer._score(episodes, step)
+        assert scores == pytest.approx([share * score for score in steady])
+        assert trainer.progress_weight(step) == pytest.approx(0.5 * share)
+
+
+def test_a_fade_without_a_weight_is_refused():
+    from agenttrain.config import ConfigError, load
+    from rl.tiny_runs import RECIPE
+
+    with pytest.raises(ConfigError, match=r"reward\.progress_fade_steps is set but"):
+        load(TrainConfig, RECIPE, ["reward.progress_fade_steps=4"])

@@ -191,6 +191,18 @@ class RewardConfig(Section):
     progress (TextCraft: the share of the goal's intermediate items crafted), so groups on
     goals nobody solves yet can still differ. 0: success only. Evaluation always scores
     success only."""
+    progress_fade_steps: int = Field(0, ge=0)
+    """Steps over which the partial credit fades linearly to 0 (step s gets the weight times
+    1 − (s − 1)/N; from step N + 1 on, success only). 0: the weight holds for the whole run."""
+
+    @model_validator(mode="after")
+    def _fade_needs_a_weight(self) -> RewardConfig:
+        if self.progress_fade_steps and not self.progress_weight:
+            raise ValueError(
+                "reward.progress_fade_steps is set but reward.progress_weight is 0, so there is "
+                "no partial credit to fade: set reward.progress_weight (e.g. 0.5) or remove it"
+            )
+        return self
 
 
 class TrainerConfig(Section):

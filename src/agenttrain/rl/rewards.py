@@ -158,6 +158,14 @@ def progress_functions(specs: Sequence[EnvSpec], weight: float) -> dict[str, Pro
     return {spec.name: spec.progress for spec in specs if spec.progress is not None}
 
 
+def progress_weight_at(step: int, weight: float, fade_steps: int) -> float:
+    """The partial-credit weight of training step `step` (from 1): constant without a fade,
+    else falling linearly from `weight` at step 1 to 0 at step `fade_steps` + 1."""
+    if not fade_steps:
+        return weight
+    return weight * max(0.0, 1.0 - (step - 1) / fade_steps)
+
+
 def add_progress(
     trajectories: Sequence[Trajectory],
     scores: Sequence[float],

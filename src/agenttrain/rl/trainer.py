@@ -48,6 +48,7 @@ from agenttrain.rl.rewards import (
     add_progress,
     load_reward_function,
     progress_functions,
+    progress_weight_at,
     score_episode,
 )
 from agenttrain.rl.stats import stats, timed
@@ -415,6 +416,8 @@ class Trainer(TrainingRun):
             metrics.update(self._per_environment_metrics(trajectories, scores))
         self.first_env_error = next((t.error for t in trajectories if t.errored), None)
         metrics.update({key: fmean(values) for key, values in batch.reward_extra.items() if values})
+        if self.progress:
+            metrics["reward/progress_weight"] = self.progress_weight(step)
         if self.memory is not None:
             metrics.update(self._remember(step, trajectories))
         metrics["train/num_gen_batches"] = batch.rounds
@@ -512,7 +515,7 @@ class Trainer(TrainingRun):
             with timed(timing, "gen"):
                 trajectories, engine_stats = self._rollout(requests, sampling)
             with timed(timing, "reward"):
-                scores, reward_extra = self._score(trajectories)
+                scores, reward_extra = self._score(trajectories, step)
             batch.add(trajectories, scores, engine_stats, reward_extra)
             self.task_stats.record(trajectories)
             groups, dropped = self._trainable_groups(batch)
@@ -662,14 +665,22 @@ class Trainer(TrainingRun):
         survivors = [g for g in groups if len(g) >= 2 or (g and not needs_peers)]
         return survivors, len(groups) - len(survivors)
 
-    def _score(self, trajectories: list[Trajectory]) -> tuple[list[float], dict[str, list[float]]]:
+    def _score(
+        self, trajectories: list[Trajectory], step: int
+    ) -> tuple[list[float], dict[str, list[float]]]:
         """Each episode's training score: the environment's reward or the custom function's,
-        plus partial credit for progress when `reward.progress_weight` asks for it; and the
-        per-episode values of the extra metrics, averaged over the whole step when logged."""
+        plus partial credit for progress when `reward.progress_weight` asks for it (faded by
+        step when `reward.progress_fade_steps` says so); and the per-episode values of the
+        extra metrics, averaged over the whole step when logged."""
         scores, extras = self._base_scores(trajectories)
-        weight = self.config.reward.progress_weight
+        weight = self.progress_weight(step)
         shaped, progress = add_progress(trajectories, scores, self.progress, weight)
         return shaped, {**extras, **progress}
+
+    def progress_weight(self, step: int) -> float:
+        """This step's partial-credit weight (`reward.progress_weight`, faded if asked)."""
+        reward = self.config.reward
+        return progress_weight_at(step, reward.progress_weight, reward.progress_fade_steps)
 
     def _base_scores(
         self, trajectories: list[Trajectory]

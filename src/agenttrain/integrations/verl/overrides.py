@@ -461,6 +461,12 @@ def _reward(out: Overrides, config: TrainConfig) -> None:
         "add it in a custom reward function",
         matters=config.reward.progress_weight > 0,
     )
+    out.unsupported_key(
+        "reward.progress_fade_steps",
+        config.reward.progress_fade_steps,
+        "partial credit for progress is scored by agenttrain's trainer only",
+        matters=config.reward.progress_fade_steps > 0,
+    )
     custom = config.reward.custom_function
     if custom.path is None:  # the environment's reward: loop.reward_function stays false
         for key in ("path", "name", "kwargs"):
