@@ -59,6 +59,12 @@ class TaskRecord:
         return self.informative, self.groups
 
 
+def totals(entries: Iterable[TaskRecord], target: Target) -> tuple[int, int]:
+    """Summed (hits, trials) of `target` over some tasks' records."""
+    pairs = [entry.counts(target) for entry in entries]
+    return sum(h for h, _ in pairs), sum(t for _, t in pairs)
+
+
 @dataclass
 class TaskStats:
     """Successes and episodes per task seen in training rollouts (environment errors excluded:
@@ -87,10 +93,7 @@ class TaskStats:
 
     def rate(self, target: Target = "success") -> float:
         """The run's running rate over every counted episode or group (0.5 before any)."""
-        hits = trials = 0
-        for entry in self.records.values():
-            h, t = entry.counts(target)
-            hits, trials = hits + h, trials + t
+        hits, trials = totals(self.records.values(), target)
         return hits / trials if trials else 0.5
 
     def success_rate(self) -> float:
@@ -106,11 +109,8 @@ class TaskStats:
         target: Target = "success",
     ) -> float:
         """The pooled rate of the tasks of one class, pulled toward the run's rate."""
-        hits = trials = 0
-        for key, entry in self.records.items():
-            if of(key) == stratum:
-                h, t = entry.counts(target)
-                hits, trials = hits + h, trials + t
+        members = (entry for key, entry in self.records.items() if of(key) == stratum)
+        hits, trials = totals(members, target)
         return (hits + run_rate * prior_strength) / (trials + prior_strength)
 
     def estimate(
