@@ -29,6 +29,7 @@ import copy
 import json
 import platform
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -158,6 +159,18 @@ def lora_rows(model, tokenizer, batch, args, path: str) -> dict:
     return {**row, "merged_vs_unmerged": round(merged / unmerged, 3)}
 
 
+def path_rows(model, tokenizer, batch, args, path: str, slots: int) -> dict:
+    """One decode path: a single turn, then (graph path) `args.turns` turns over the same keys."""
+    policy = HFPolicy(model, tokenizer, name=args.model, decode=path, cache_slots=slots)
+    row = {path: rate(agenttrain_run(policy, batch, args.new_tokens))}
+    if path == "graph" and args.turns > 1:
+        row[f"graph_{args.turns}_turns"] = rate(
+            agenttrain_run(policy, batch, args.new_tokens, args.turns)
+        )
+        row["graph_stats"] = dict(policy.decoder.stats)
+    return row
+
+
 def rate(result: dict) -> dict:
     return {**result, "tokens_per_s": round(result["tokens"] / result["seconds"], 1)}
 
@@ -194,21 +207,19 @@ def main() -> None:
         for path in ("graph", "arena"):
             if path == "arena" and args.no_arena:
                 continue
-            policy = HFPolicy(model, tokenizer, name=args.model, decode=path, cache_slots=slots)
-            row[path] = rate(agenttrain_run(policy, batch, args.new_tokens))
-            if path == "graph" and args.turns > 1:
-                row[f"graph_{args.turns}_turns"] = rate(
-                    agenttrain_run(policy, batch, args.new_tokens, args.turns)
-                )
-                row["graph_stats"] = dict(policy.decoder.stats)
-            del policy
+            try:
+                row.update(path_rows(model, tokenizer, batch, args, path, slots))
+            except Exception as error:  # one path's failure is that path's row, not the run's
+                row[f"{path}_error"] = f"{type(error).__name__}: {error}"
+                traceback.print_exc()
         if not args.no_anchor:
             row["anchor"] = rate(
                 anchor(model, tokenizer, batch, args.new_tokens, not args.no_anchor_compile)
             )
-            row["graph_vs_anchor"] = round(
-                row["graph"]["tokens_per_s"] / row["anchor"]["tokens_per_s"], 3
-            )
+            if "graph" in row:
+                row["graph_vs_anchor"] = round(
+                    row["graph"]["tokens_per_s"] / row["anchor"]["tokens_per_s"], 3
+                )
         print(json.dumps(row), flush=True)
         results.append(row)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()

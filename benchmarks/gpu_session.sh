@@ -40,7 +40,7 @@ check decode_lora 90 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROW
 check grpo_step 180 "$PY" -m agenttrain train configs/textcraft_grpo.yaml model.device="$DEVICE" \
   run.out_dir="$OUT/grpo" trainer.total_steps="$STEPS" trainer.test_freq=0 \
   trainer.save_freq="$STEPS" data.batch_tasks=4 data.group_size=8 sampling.temperature=0.6 \
-  actor.packing=true actor.micro_batch_tokens=16384
+  actor.packing=true actor.micro_batch_tokens=16384 reward.progress_weight=0.5
 "$PY" - "$OUT/grpo/metrics.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
 import json, sys
 keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/throughput",
