@@ -203,6 +203,14 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             results.append(row)
             continue
+        if not args.no_anchor:  # first, so that a failing path of ours cannot spoil it
+            try:
+                row["anchor"] = rate(
+                    anchor(model, tokenizer, batch, args.new_tokens, not args.no_anchor_compile)
+                )
+            except Exception as error:
+                row["anchor_error"] = f"{type(error).__name__}: {error}"
+                traceback.print_exc()
         slots = max(rows, 32)
         for path in ("graph", "arena"):
             if path == "arena" and args.no_arena:
@@ -212,14 +220,10 @@ def main() -> None:
             except Exception as error:  # one path's failure is that path's row, not the run's
                 row[f"{path}_error"] = f"{type(error).__name__}: {error}"
                 traceback.print_exc()
-        if not args.no_anchor:
-            row["anchor"] = rate(
-                anchor(model, tokenizer, batch, args.new_tokens, not args.no_anchor_compile)
+        if "graph" in row and "anchor" in row:
+            row["graph_vs_anchor"] = round(
+                row["graph"]["tokens_per_s"] / row["anchor"]["tokens_per_s"], 3
             )
-            if "graph" in row:
-                row["graph_vs_anchor"] = round(
-                    row["graph"]["tokens_per_s"] / row["anchor"]["tokens_per_s"], 3
-                )
         print(json.dumps(row), flush=True)
         results.append(row)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()

@@ -24,7 +24,7 @@ check() {  # check NAME SECONDS COMMAND...: run one check under its limit, log i
 if [ "$QUICK" = 1 ]; then
   ROWS=(4); TOKENS=8; TURNS=2; STEPS=1; ANCHOR=(--no-anchor-compile)
 else
-  ROWS=(32 128 256); TOKENS=96; TURNS=6; STEPS=2; ANCHOR=()
+  ROWS=(32 128 256); TOKENS=96; TURNS=6; STEPS=3; ANCHOR=(--no-arena)  # arena: figures of 2026-11-24
 fi
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"; \
   git log -1 --format='agenttrain %h %s'; } | tee "$OUT/summary.txt"

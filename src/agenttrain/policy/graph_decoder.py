@@ -167,6 +167,16 @@ class GraphDecoder(LlamaFamilyDecoder):
         if self.device.type == "cuda":
             self._graphs[shape] = self._capture(shape)
 
+    def _drop_graphs(self) -> None:
+        """Forget every captured step, and their memory pool with them.
+
+        A pool whose graphs are all freed is released by the caching allocator; capturing into
+        its old handle then fails an internal assert (seen on an H200, torch 2.11), so the next
+        capture starts a new pool.
+        """
+        self._graphs.clear()
+        self._pool = None
+
     def _capture(self, shape: _StepShape) -> torch.cuda.CUDAGraph:
         """Record the step for `shape` (recording runs nothing: the state is unchanged)."""
         if self._pool is None:
@@ -201,13 +211,13 @@ class GraphDecoder(LlamaFamilyDecoder):
         """Device state for this call's rows, and their first token sampled from the prefill."""
         if self.state is None or self.state.out_tokens.shape[1] < self.arena.capacity:
             self.state = _RowState(self.arena.max_slots, self.arena.capacity, self.device)
-            self._graphs.clear()
+            self._drop_graphs()
         if self._stops_in_tensor != self.stop_ids:  # changed by the caller
             self._stop_tensor = torch.tensor(sorted(self.stop_ids), device=self.device)
             self._stops_in_tensor = self.stop_ids
-            self._graphs.clear()
+            self._drop_graphs()
         if self._arena_version != self.arena.version:  # grown: captured addresses are stale
-            self._graphs.clear()
+            self._drop_graphs()
             self._arena_version = self.arena.version
         state = self.state
         state.active.zero_()
