@@ -3,8 +3,10 @@
 Both sides run in one process, on the same device, the same prompts (TextCraft first
 observations in the chat template) and the same token count (every row generates exactly
 `--new-tokens`: stop tokens are switched off on both sides), temperature 0.7:
-- `anchor`: transformers `generate(cache_implementation="static")` with the forward compiled
-  (`mode="reduce-overhead"`: CUDA graphs on a GPU), left-padded batch; the 2nd call is timed;
+- `anchor`: transformers `generate(cache_implementation="static")`, left-padded batch; the
+  2nd call is timed. transformers compiles a static-cache forward itself on CUDA
+  (`mode="reduce-overhead"`: CUDA graphs); compiling it here as well fails at the 2nd call
+  ("accessing tensor output of CUDAGraphs that has been overwritten", transformers 5.17);
 - `graph`: agenttrain's static-shape decode step (CUDA graphs on a GPU, eager elsewhere);
 - `arena`: agenttrain's CPU-tuned decoder (for reference);
 - `graph` over `--turns` turns: each turn appends the reply and a fixed observation and
@@ -72,15 +74,13 @@ def timed(device: torch.device, call):
 
 
 def anchor(model, tokenizer, batch, new_tokens, compile_forward: bool) -> dict:
-    """transformers' static-cache generate: warm-up call, then the timed call."""
+    """transformers' static-cache generate (compiled by transformers unless told not to):
+    warm-up call, then the timed call."""
     device = next(model.parameters()).device
     width = max(len(p) for p in batch)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch], device=device)
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch], device=device)
-    forward = model.forward
-    if compile_forward:
-        model.forward = torch.compile(forward, mode="reduce-overhead", fullgraph=True)
     kwargs = dict(
         input_ids=ids,
         attention_mask=mask,
@@ -91,14 +91,12 @@ def anchor(model, tokenizer, batch, new_tokens, compile_forward: bool) -> dict:
         top_p=1.0,
         top_k=0,
         cache_implementation="static",
+        disable_compile=not compile_forward,
         pad_token_id=pad,
     )
-    try:
-        with torch.inference_mode():
-            warmup, _ = timed(device, lambda: model.generate(**kwargs))
-            seconds, _ = timed(device, lambda: model.generate(**kwargs))
-    finally:
-        model.forward = forward
+    with torch.inference_mode():
+        warmup, _ = timed(device, lambda: model.generate(**kwargs))
+        seconds, _ = timed(device, lambda: model.generate(**kwargs))
     tokens = len(batch) * new_tokens
     return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
 
