@@ -3,6 +3,7 @@ model's own forward pass, on a tiny random model; on CPU the same step runs eage
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -139,6 +140,39 @@ def test_slots_and_columns_grow_mid_session_and_stay_exact(tiny_model, tokenizer
     assert [g.token_ids for g in got] == [g.token_ids for g in expected]
     assert graph.arena.slots == 2 and graph.arena.capacity >= max(len(p) for p in prompts)
     assert graph.arena.version > 0
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda",
+            marks=pytest.mark.skipif(
+                not torch.cuda.is_available(), reason="captures CUDA graphs: needs a GPU"
+            ),
+        ),
+    ],
+)
+def test_keyed_episodes_go_on_after_the_arena_grows_between_turns(tiny_model, tokenizer, device):
+    """Turn 2 outgrows the arena, so the captured steps of turn 1 are dropped and new ones
+    captured. On an H200 this failed an allocator assert (a new capture into the released
+    pool of the dropped graphs); the replies must stay those of the arena decoder."""
+    model = copy.deepcopy(tiny_model).to(device)
+    arena = HFPolicy(model, tokenizer, name="tiny", decode="arena")  # same device: same sums
+    graph = GraphDecoder(model, arena.template.stop_ids, 0, slots=4, capacity=64)
+    params = SamplingParams(temperature=0.0, max_new_tokens=12)
+    observation = tokenizer.encode("observation " * 20, add_special_tokens=False)
+    prompts = prompts_for(arena, 3)
+    for _ in range(3):
+        requests = [GenerationRequest(p, key=f"e{i}") for i, p in enumerate(prompts)]
+        expected = arena.generate(requests, params)
+        got = graph.generate(requests, params)
+        assert [g.token_ids for g in got] == [g.token_ids for g in expected]
+        prompts = [p + g.token_ids + observation for p, g in zip(prompts, got, strict=True)]
+    assert graph.arena.version > 0  # the arena grew during the session
+    if device == "cuda":
+        assert graph.stats["graph_captures"] > 1 and graph.stats["graph_replays"] > 0
 
 
 def test_bucket_sizes_are_powers_of_two_multiples_capped():
