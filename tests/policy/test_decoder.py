@@ -237,3 +237,93 @@ def test_shared_prefix_attention_samples_what_plain_attention_samples(
         assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
     assert split.decoder.stats["shared_attention_steps"] > 0
     assert plain.decoder.stats["shared_attention_steps"] == 0
+
+
+@pytest.mark.parametrize("decode", ["arena", "graph"])
+@pytest.mark.parametrize("budget", [10_000, 48])
+def test_one_call_prefill_of_all_rows_matches_per_row_prefill(
+    tiny_model, tokenizer, decode, budget
+):
+    """GPUs prefill a pass's rows in one padded attention call (`batched_rows`). Forced on here,
+    over two turns of rows of other lengths (some sharing instructions), with a budget small
+    enough (48) that long rows run in pieces across passes: the same tokens and log-probs as
+    the per-row calls, and both those of the model's own forward pass."""
+
+    def policy(batched):
+        p = HFPolicy(tiny_model, tokenizer, name="tiny", decode=decode)
+        p.decoder.batched_rows = batched
+        p.decoder.prefill_tokens = budget
+        return p
+
+    one_call, per_row = policy(True), policy(False)
+    prompts = [*long_prompts(per_row, ["craft a stick", "get 2 planks"]), *prompts_for(per_row, 3)]
+    params = SamplingParams(temperature=0.8, max_new_tokens=8)
+    for turn in range(2):
+        requests = [
+            GenerationRequest(p, f"e{i}", seed=turn * 10 + i) for i, p in enumerate(prompts)
+        ]
+        got, expected = one_call.generate(requests, params), per_row.generate(requests, params)
+        for prompt, a, b in zip(prompts, got, expected, strict=True):
+            assert a.token_ids == b.token_ids
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5)
+            reference = forward_logprobs(tiny_model, prompt, a.token_ids, 0.8)
+            assert torch.allclose(torch.tensor(a.logprobs), reference, atol=1e-4)
+        observation = per_row.template.user_turn_ids("Observation: nothing happens.")
+        prompts = [p + g.token_ids + observation for p, g in zip(prompts, got, strict=True)]
+    assert one_call.decoder.stats["prefill_tokens"] == per_row.decoder.stats["prefill_tokens"]
+    assert one_call.decoder.stats["copied_prefix_tokens"] > 0  # shared instructions: one copy
+
+
+def test_a_padded_prefill_pass_stays_within_its_budget(tiny_model, tokenizer):
+    """Counted as rows x longest row: a pass of one-call rows never pads past the budget."""
+    decoder = HFPolicy(tiny_model, tokenizer, name="tiny").decoder
+    decoder.batched_rows, decoder.prefill_tokens = True, 40
+
+    class Item:
+        def __init__(self, n):
+            self.pending = list(range(n))
+
+    work = [Item(n) for n in (30, 5, 12, 60)]
+    batch = decoder._next_pass(work, [0, 1, 2, 3])
+    assert [(i, len(t)) for i, t in batch] == [(0, 30)]  # a second row would pad to 2 x 30
+    work[0].pending = []
+    batch = decoder._next_pass(work, [0, 1, 2, 3])
+    assert [(i, len(t)) for i, t in batch] == [(1, 5), (2, 12), (3, 13)]  # 3 x 13 <= 40
+    assert len(batch) * max(len(t) for _, t in batch) <= 40
+
+
+def test_each_fresh_row_copies_from_the_earlier_row_sharing_the_longest_prefix(
+    tiny_model, tokenizer
+):
+    """Leaders found by the all-pairs comparison equal a token-by-token search: groups of
+    equal prompts, prompts that are prefixes of others, shared instructions, short rows."""
+    decoder = HFPolicy(tiny_model, tokenizer, name="tiny").decoder
+    rng = torch.Generator().manual_seed(0)
+    base = torch.randint(0, 50, (40,), generator=rng).tolist()
+    prompts = [base, base, base[:30], [*base[:30], 7, 8, 9], base[:5], [1, *base], base[:20]]
+    prompts += [
+        base[: int(n)] + torch.randint(0, 50, (6,), generator=rng).tolist() for n in (25, 33, 17)
+    ]
+
+    class Item:
+        def __init__(self, prompt, slot):
+            self.prompt, self.pending, self.slot = prompt, prompt, slot
+
+    decoder.arena.acquire(None, set())
+    work = [Item(p, 0) for p in prompts]  # slot 0 holds nothing: every row is fresh
+
+    def reference(index):
+        best, best_length = None, decoder_module.MIN_SHARED_PREFIX - 1
+        if len(prompts[index]) <= decoder_module.MIN_SHARED_PREFIX:
+            return None
+        for earlier in range(index):
+            length = min(
+                common_prefix_length(prompts[earlier], prompts[index]), len(prompts[index]) - 1
+            )
+            if length > best_length:
+                best, best_length = earlier, length
+        return None if best is None else (best, best_length)
+
+    expected = {i: reference(i) for i in range(len(prompts)) if reference(i) is not None}
+    assert decoder._prompt_leaders(work) == expected
+    assert expected[1] == (0, 39) and expected[3] == (0, 30) and 5 not in expected
