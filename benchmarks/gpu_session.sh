@@ -22,9 +22,9 @@ check() {  # check NAME SECONDS COMMAND...: run one check under its limit, log i
   tail -n 15 "$OUT/$name.log"
 }
 if [ "$QUICK" = 1 ]; then
-  ROWS=(4); TOKENS=8; TURNS=2; STEPS=1; ANCHOR=(--no-anchor-compile)
+  ROWS=(4); TOKENS=8; TURNS=2; STEPS=1; SFT_EPISODES=8; ANCHOR=(--no-anchor-compile)
 else
-  ROWS=(32 128 256); TOKENS=96; TURNS=6; STEPS=3; ANCHOR=(--no-arena)  # arena: figures of 2026-11-24
+  ROWS=(32 128 256); TOKENS=96; TURNS=6; STEPS=3; SFT_EPISODES=160; ANCHOR=(--no-arena)
 fi
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"; \
   git log -1 --format='agenttrain %h %s'; } | tee "$OUT/summary.txt"
@@ -32,19 +32,36 @@ fi
 # 1. Decode: transformers' compiled static-cache generate (the anchor) and agenttrain's graph
 #    path (the arena decoder's GPU figures are of 2026-11-24), same prompts and token counts, one
 #    process; then 6 turns of the graph path.
-check decode 300 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
+check decode 240 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
   --new-tokens "$TOKENS" --turns "$TURNS" "${ANCHOR[@]}" --out "$OUT/decode_$DEVICE.json"
 # 2. A LoRA policy decoding from merged weights against its adapter layers.
-check decode_lora 90 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[0]}" \
+check decode_lora 60 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[0]}" \
   --new-tokens "$TOKENS" --lora 32 --out "$OUT/decode_lora_$DEVICE.json"
-# 3. GRPO steps of TextCraft on the device: gen and update time, rollout/trainer log-prob gap.
-check grpo_step 150 "$PY" -m agenttrain train configs/textcraft_grpo.yaml model.device="$DEVICE" \
-  run.out_dir="$OUT/grpo" trainer.total_steps="$STEPS" trainer.test_freq=0 \
-  trainer.save_freq="$STEPS" data.batch_tasks=4 data.group_size=8 sampling.temperature=0.6 \
-  actor.packing=true actor.micro_batch_tokens=16384 reward.progress_weight=0.5
+# 3. The recipe's GRPO step, as the recipe runs it: oracle demonstrations, SFT on the device,
+#    then GRPO steps from the SFT checkpoint (episodes as long as the recipe's, unlike steps
+#    from the base model, which breaks the format and stops after 3 turns). Gen and update
+#    time, and the rollout/trainer probability gap.
+sft_then_grpo() {
+  local start=$SECONDS sft
+  "$PY" -m agenttrain demos --env textcraft --split train --out "$OUT/demos.jsonl" || return 1
+  echo "demos $((SECONDS - start))s" | tee -a "$OUT/summary.txt"; start=$SECONDS
+  "$PY" -m agenttrain sft configs/textcraft_sft.yaml "data.train=[$OUT/demos.jsonl]" \
+    model.device="$DEVICE" run.out_dir="$OUT/sft" eval.after_training=false \
+    optim.micro_batch_tokens=16384 data.limit="$SFT_EPISODES" || return 1
+  echo "sft of $SFT_EPISODES episodes $((SECONDS - start))s" | tee -a "$OUT/summary.txt"
+  sft=$(ls -d "$OUT"/sft/checkpoints/step-* | sort -V | tail -n 1)
+  "$PY" -m agenttrain train configs/textcraft_grpo.yaml model.path="$sft" \
+    model.device="$DEVICE" run.out_dir="$OUT/grpo" trainer.total_steps="$STEPS" \
+    trainer.test_freq=0 trainer.save_freq="$STEPS" data.batch_tasks=4 data.group_size=8 \
+    sampling.temperature=0.6 actor.packing=true actor.micro_batch_tokens=16384
+}
+export -f sft_then_grpo
+export OUT PY DEVICE STEPS SFT_EPISODES
+check sft_then_grpo 270 bash -c sft_then_grpo
 "$PY" - "$OUT/grpo/metrics.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
 import json, sys
-keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/throughput",
+keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/generated_tokens",
+        "num_turns/mean", "rollout/informative_group_share", "rollout/trained_episodes",
         "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max")
 try:
     rows = [json.loads(line) for line in open(sys.argv[1])]
@@ -54,5 +71,5 @@ for row in rows:
     print("grpo step", row.get("training/global_step"),
           " ".join(f"{k}={row[k]:.4g}" for k in keys if k in row))
 EOF
-rm -rf "$OUT/grpo/checkpoints"  # adapters are large and not needed for the figures
+rm -rf "$OUT/grpo/checkpoints" "$OUT/sft/checkpoints"  # large, not needed for figures
 echo "done; figures: $OUT/summary.txt, decode_*.json, grpo/metrics.jsonl"
