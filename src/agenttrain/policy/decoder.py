@@ -221,7 +221,14 @@ class _PaddedRows:
     ) -> None:
         counts_t = torch.tensor(list(counts), device=device)
         starts_t = torch.tensor(list(starts), device=device)
-        self.slots = torch.tensor(list(slots), device=device)
+        first = slots[0]
+        contiguous = list(slots) == list(range(first, first + len(slots)))
+        self.slots: slice | torch.Tensor = (  # a slice reads the arena in place, no gather
+            slice(first, first + len(slots))
+            if contiguous
+            else torch.tensor(list(slots), device=device)
+        )
+        self.count = len(slots)
         self.longest = max(counts)
         self.width = max(s + c for s, c in zip(starts, counts, strict=True))
         self.token_row = torch.repeat_interleave(torch.arange(len(slots), device=device), counts_t)
@@ -472,7 +479,7 @@ class LlamaFamilyDecoder:
     def _attend_padded_rows(self, q: torch.Tensor, layer: int, rows: _PaddedRows) -> torch.Tensor:
         """Every row against its own slot in one call: queries padded to the longest row,
         each row's keys/values gathered from the arena, padding masked (and discarded)."""
-        count, width = len(rows.slots), rows.width
+        count, width = rows.count, rows.width
         padded = q.new_zeros((count, rows.longest, self.q_heads, self.head_dim))
         padded[rows.token_row, rows.token_column] = q
         grouped = padded.permute(0, 2, 1, 3).reshape(
