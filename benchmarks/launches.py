@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from agenttrain.policy.base import GenerationRequest, SamplingParams
+from agenttrain.policy.decoder import DEVICE_PREFILL_TOKENS, PREFILL_TOKENS
 from agenttrain.policy.hf import HFPolicy
 from agenttrain.policy.models import load_hf, resolve
 from decode import prompts  # benchmarks/ is the script's folder
@@ -73,7 +74,7 @@ def layout_row(model, tokenizer, batch, new_tokens: int, one_call: bool) -> dict
     policy = HFPolicy(model, tokenizer, name="shape", decode="graph", cache_slots=len(batch))
     decoder = policy.decoder
     decoder.batched_rows = one_call
-    decoder.prefill_tokens = 16384 if one_call else 2048
+    decoder.prefill_tokens = DEVICE_PREFILL_TOKENS if one_call else PREFILL_TOKENS
     decoder.stop_ids = frozenset()
     params = SamplingParams(temperature=0.7, max_new_tokens=new_tokens)
     requests = [GenerationRequest(p, seed=i) for i, p in enumerate(batch)]
