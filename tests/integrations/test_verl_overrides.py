@@ -307,3 +307,12 @@ def test_a_progress_reward_is_reported_as_mattering_under_verl(smollm2_dir, tmp_
     assert not any(i.matters for i in quiet.unsupported if i.key == "reward.progress_weight")
     progress = next(i for i in loud.unsupported if i.key == "reward.progress_weight")
     assert progress.matters and "custom reward function" in progress.reason
+
+
+def test_a_task_class_curriculum_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):
+    """verl trains on every exported task: a depth-1-only run would silently train on all."""
+    quiet = generate(recipe(smollm2_dir, [], tmp_path), tmp_path)
+    loud = generate(recipe(smollm2_dir, ["env.task_strata=[depth 1]"], tmp_path), tmp_path)
+    assert not any(i.matters for i in quiet.unsupported if i.key == "env.task_strata")
+    strata = next(i for i in loud.unsupported if i.key == "env.task_strata")
+    assert strata.matters and strata.value == ["depth 1"]

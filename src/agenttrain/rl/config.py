@@ -30,6 +30,10 @@ class EnvConfig(Section):
     """This environment's turn limit (default: `rollout.max_turns`, else the environment's)."""
     action_format: Literal["react", "adapt", "json", "raw"] | None = None
     """This environment's action format (default: `rollout.action_format`)."""
+    task_strata: list[str] = Field(default_factory=list)
+    """Train only on the split's tasks of these difficulty classes (the environment's
+    `task_stratum`, e.g. TextCraft's "depth 1"): a curriculum that keeps the groups where a
+    small policy's rewards differ. Empty: every task. Validation still plays the whole split."""
 
 
 class SamplingConfig(Section):

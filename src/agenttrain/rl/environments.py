@@ -14,6 +14,7 @@ import random
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from agenttrain.config import ConfigError
 from agenttrain.envs import EnvSpec, get_spec
 from agenttrain.envs.source import EnvSource
 from agenttrain.rl.config import EnvConfig
@@ -73,9 +74,8 @@ class RunEnvironments:
             )
             val = list(spec.split(config.val_split))[:val_tasks] if validate else []
             turns = config.max_turns or default_turns or spec.default_max_turns
-            parts.append(
-                RunEnvironment(config, spec, source, list(spec.split(config.split)), val, turns)
-            )
+            train = tasks_in_strata(spec, config, list(spec.split(config.split)))
+            parts.append(RunEnvironment(config, spec, source, train, val, turns))
         return cls(parts, seed)
 
     @property
@@ -139,3 +139,25 @@ class RunEnvironments:
         first = self.parts[0]
         share = first.config.weight / sum(part.config.weight for part in self.parts)
         return consumed * share // len(first.train_tasks)
+
+
+def tasks_in_strata(spec: EnvSpec, config: EnvConfig, tasks: list[int]) -> list[int]:
+    """The tasks of `config.task_strata`'s difficulty classes (all if it is empty), in split
+    order; a class the split does not have is an error that lists those it has."""
+    if not config.task_strata:
+        return tasks
+    classify = spec.task_stratum
+    if classify is None:
+        raise ConfigError(
+            f"env.task_strata={config.task_strata}: {spec.name} has no difficulty classes "
+            "(environments with them: those whose spec sets task_stratum, e.g. textcraft)"
+        )
+    strata = {task: classify(task) for task in tasks}
+    missing = [name for name in config.task_strata if name not in strata.values()]
+    if missing:
+        known = ", ".join(sorted(set(strata.values())))
+        raise ConfigError(
+            f"env.task_strata: {spec.name}'s {config.split} split has no tasks of {missing}; "
+            f"its classes: {known}"
+        )
+    return [task for task in tasks if strata[task] in config.task_strata]

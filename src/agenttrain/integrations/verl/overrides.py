@@ -169,6 +169,14 @@ def _environment(out: Overrides, config: TrainConfig) -> None:
     out.into("env.servers", "loop.servers")
     out.loop.token = _one_value("env.token", [e.token for e in entries if e.servers])
     out.into("env.token", "loop.token")
+    strata = [e.task_strata for e in entries]
+    out.unsupported_key(
+        "env.task_strata",
+        strata if config.envs else strata[0],
+        "verl trains on every task of the exported split (difficulty classes are agenttrain's "
+        "trainer only)",
+        matters=any(strata),
+    )
     weights = [e.weight for e in entries]
     out.unsupported_key(
         "env.weight",
