@@ -194,3 +194,102 @@ def test_counter_uniforms_depend_only_on_seed_and_counter():
     many = counter_uniforms(torch.full((20000,), 9), torch.arange(20000))
     assert float(many.min()) >= 0.0 and float(many.max()) < 1.0
     assert abs(float(many.mean()) - 0.5) < 0.01
+
+
+def deep_tiny_model(tokenizer, layers=10):
+    """More layers than dynamo's recompile limit (8): a compiled function per layer would
+    fall back to eager from the 9th layer on. The head is scaled so that sampling is decided
+    by the model, not by float rounding (compiled sums round differently)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=len(tokenizer),
+    )
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # peaked next-token distributions, as a trained model has: over
+        model.lm_head.weight.mul_(30)  # 49k near-equal tokens a sum's rounding picks the sample
+    return model
+
+
+def session(decoder, template_policy, tokenizer, params):
+    """Two keyed turns that outgrow the arena, then a fresh batch of another size."""
+    observation = tokenizer.encode("observation " * 10, add_special_tokens=False)
+    prompts = prompts_for(template_policy, 5)
+    replies = []
+    for turn in range(2):
+        requests = [GenerationRequest(p, key=f"e{i}", seed=turn + i) for i, p in enumerate(prompts)]
+        got = decoder.generate(requests, params)
+        replies += [(g.token_ids, g.logprobs) for g in got]
+        prompts = [p + g.token_ids + observation for p, g in zip(prompts, got, strict=True)]
+    fresh = [GenerationRequest(p, seed=9) for p in prompts[:3]]
+    return replies + [(g.token_ids, g.logprobs) for g in decoder.generate(fresh, params)]
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "aot_eager",  # dynamo's tracing and the functionalised arena writes, in seconds
+        pytest.param("inductor", marks=pytest.mark.slow),  # what a GPU runs (C++ here)
+    ],
+)
+def test_the_compiled_step_samples_what_the_eager_step_samples(tokenizer, monkeypatch, backend):
+    """On a GPU each layer of a step runs compiled (inductor fuses its ~57 ops); the compiled
+    code must give the eager step's tokens and log-probs, through arena growth and batch-size
+    changes, with one compiled layer for all layers (a few shape variants, not one a layer)."""
+    from agenttrain.policy import graph_decoder
+
+    real_compile = torch.compile
+    monkeypatch.setattr(
+        graph_decoder.torch,
+        "compile",
+        lambda function, **kwargs: real_compile(function, backend=backend, **kwargs),
+    )
+    model = deep_tiny_model(tokenizer)
+    policy = HFPolicy(model, tokenizer, name="tiny", decode="arena")
+    stops = policy.template.stop_ids
+    params = SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=12)
+    eager = GraphDecoder(model, stops, 0, slots=8, capacity=64, compile_step=False)
+    expected = session(eager, policy, tokenizer, params)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = GraphDecoder(model, stops, 0, slots=8, capacity=64, compile_step=True)
+    got = session(compiled, policy, tokenizer, params)
+    assert compiled.stats["compile_failures"] == 0 and compiled.arena.version > 0
+    assert [tokens for tokens, _ in got] == [tokens for tokens, _ in expected]
+    for (_, a), (_, b) in zip(got, expected, strict=True):
+        assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-4
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert 2 <= graphs <= 6, f"{graphs} compiled graphs for 10 layers"
+
+
+def test_a_step_that_cannot_compile_decodes_eagerly_and_says_so(
+    tiny_model, tokenizer, monkeypatch, caplog
+):
+    """A machine without a working compiler loses speed, not the run."""
+    from agenttrain.policy import graph_decoder
+
+    def broken_backend(graph, example_inputs):
+        raise RuntimeError("no C compiler here")
+
+    real_compile = torch.compile
+    monkeypatch.setattr(
+        graph_decoder.torch,
+        "compile",
+        lambda function, **kwargs: real_compile(function, backend=broken_backend, **kwargs),
+    )
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny", decode="arena")
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    requests = [GenerationRequest(p) for p in prompts_for(policy, 3)]
+    torch._dynamo.reset()
+    decoder = GraphDecoder(tiny_model, policy.template.stop_ids, 0, compile_step=True)
+    with caplog.at_level("WARNING"):
+        got = decoder.generate(requests, params)
+    assert [g.token_ids for g in got] == [g.token_ids for g in policy.generate(requests, params)]
+    assert decoder.stats["compile_failures"] == 2  # the layer step and the sampling step
+    assert "decoding eagerly" in caplog.text and "no C compiler here" in caplog.text

@@ -328,7 +328,22 @@ class LlamaFamilyDecoder:
     ) -> torch.Tensor:
         """Layer `index`'s queries [rows, heads, head_dim] for the rows of `x`; their keys
         and values are written into the arena at (slots[i], columns[i])."""
-        layer = self.layers[index]
+        keys, values = self.arena.k[index], self.arena.v[index]
+        return self._project_into(self.layers[index], keys, values, x, cos, sin, slots, columns)
+
+    def _project_into(
+        self,
+        layer: torch.nn.Module,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        slots: torch.Tensor,
+        columns: torch.Tensor,
+    ) -> torch.Tensor:
+        """`_project` for a given layer and its arena tensors (all inputs: one compiled
+        function serves every layer)."""
         attn = layer.self_attn
         rows = x.shape[0]
         h = layer.input_layernorm(x)
@@ -338,13 +353,18 @@ class LlamaFamilyDecoder:
         if hasattr(attn, "q_norm"):  # Qwen3 normalises queries and keys per head
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
-        self.arena.k[index][slots, :, columns] = k.to(self.cache_dtype)
-        self.arena.v[index][slots, :, columns] = v.to(self.cache_dtype)
+        keys[slots, :, columns] = k.to(self.cache_dtype)
+        values[slots, :, columns] = v.to(self.cache_dtype)
         return q
 
     def _finish_layer(self, index: int, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """The residual stream after layer `index`: attention output projected, then the MLP."""
-        layer = self.layers[index]
+        return self._finish(self.layers[index], x, attended)
+
+    def _finish(
+        self, layer: torch.nn.Module, x: torch.Tensor, attended: torch.Tensor
+    ) -> torch.Tensor:
+        """`_finish_layer` for a given layer."""
         projected = layer.self_attn.o_proj(attended.reshape(x.shape[0], -1).to(self.weight_dtype))
         x = x + projected
         return x + layer.mlp(layer.post_attention_layernorm(x))

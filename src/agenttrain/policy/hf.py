@@ -65,6 +65,7 @@ class HFPolicy:
         fast: bool = True,
         inference_dtype: InferenceDtype = "float32",
         decode: DecodePath = "auto",
+        compile_step: bool | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -83,7 +84,9 @@ class HFPolicy:
         if decode == "auto":
             decode = "graph" if device.type == "cuda" else "arena"
         if fast and supports(model) and decode == "graph":
-            self.decoder = GraphDecoder(self.generator_model, stop_ids, pad_id, cache_slots)
+            self.decoder = GraphDecoder(
+                self.generator_model, stop_ids, pad_id, cache_slots, compile_step=compile_step
+            )  # compile_step None: compiled on CUDA
         elif fast and supports(model):
             self.decoder = LlamaFamilyDecoder(self.generator_model, stop_ids, pad_id, cache_slots)
         else:
