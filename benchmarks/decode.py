@@ -7,7 +7,12 @@ observations in the chat template) and the same token count (every row generates
   2nd call is timed. transformers compiles a static-cache forward itself on CUDA
   (`mode="reduce-overhead"`: CUDA graphs); compiling it here as well fails at the 2nd call
   ("accessing tensor output of CUDAGraphs that has been overwritten", transformers 5.17);
-- `graph`: agenttrain's static-shape decode step (CUDA graphs on a GPU, eager elsewhere);
+- `anchor_explicit` (rows in `--explicit-anchor-rows`): the same call on a copy of the model
+  whose forward is compiled here (`mode="reduce-overhead", fullgraph=True`) with transformers'
+  own compile switched off: the set-up of the 2026-11-24 H100 figures (7,825 tok/s at 32 rows
+  against 3,346 for `anchor` on an H200 with transformers 5.17), so the stronger anchor is known;
+- `graph`: agenttrain's static-shape decode step (CUDA graphs and a compiled step on a GPU,
+  eager elsewhere); `graph_eager`: the same without `torch.compile` (CUDA graphs only);
 - `arena`: agenttrain's CPU-tuned decoder (for reference);
 - `graph` over `--turns` turns: each turn appends the reply and a fixed observation and
   continues the same episodes (keys/values reused), the multi-turn rate.
@@ -73,10 +78,14 @@ def timed(device: torch.device, call):
     return time.perf_counter() - started, result
 
 
-def anchor(model, tokenizer, batch, new_tokens, compile_forward: bool) -> dict:
-    """transformers' static-cache generate (compiled by transformers unless told not to):
-    warm-up call, then the timed call."""
+def anchor(model, tokenizer, batch, new_tokens, compile_forward: bool, explicit=False) -> dict:
+    """transformers' static-cache generate (compiled by transformers unless told not to, or
+    `explicit`: a copy whose forward is compiled here): warm-up call, then the timed call."""
     device = next(model.parameters()).device
+    if explicit:
+        model = copy.deepcopy(model)
+        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+        compile_forward = False  # transformers' own compile off: one compile, ours
     width = max(len(p) for p in batch)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch], device=device)
@@ -159,7 +168,15 @@ def lora_rows(model, tokenizer, batch, args, path: str) -> dict:
 
 def path_rows(model, tokenizer, batch, args, path: str, slots: int) -> dict:
     """One decode path: a single turn, then (graph path) `args.turns` turns over the same keys."""
-    policy = HFPolicy(model, tokenizer, name=args.model, decode=path, cache_slots=slots)
+    decode, compile_step = ("graph", False) if path == "graph_eager" else (path, None)
+    policy = HFPolicy(
+        model,
+        tokenizer,
+        name=args.model,
+        decode=decode,
+        cache_slots=slots,
+        compile_step=compile_step,
+    )
     row = {path: rate(agenttrain_run(policy, batch, args.new_tokens))}
     if path == "graph" and args.turns > 1:
         row[f"graph_{args.turns}_turns"] = rate(
@@ -183,6 +200,8 @@ def main() -> None:
     parser.add_argument("--no-anchor", action="store_true")
     parser.add_argument("--no-anchor-compile", action="store_true", help="e.g. on CPU")
     parser.add_argument("--no-arena", action="store_true", help="skip the CPU-tuned decoder")
+    parser.add_argument("--no-graph-eager", action="store_true", help="skip graph_eager")
+    parser.add_argument("--explicit-anchor-rows", type=int, nargs="*", default=[], metavar="N")
     parser.add_argument("--lora", type=int, metavar="R", help="LoRA merged vs unmerged only")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -200,6 +219,7 @@ def main() -> None:
             row.update(lora_rows(lora_model, tokenizer, batch, args, path))
             print(json.dumps(row), flush=True)
             results.append(row)
+            write_report(args, model, device, results)
             continue
         if not args.no_anchor:  # first, so that a failing path of ours cannot spoil it
             try:
@@ -209,21 +229,39 @@ def main() -> None:
             except Exception as error:
                 row["anchor_error"] = f"{type(error).__name__}: {error}"
                 traceback.print_exc()
+        if rows in args.explicit_anchor_rows:
+            try:
+                row["anchor_explicit"] = rate(
+                    anchor(model, tokenizer, batch, args.new_tokens, True, explicit=True)
+                )
+            except Exception as error:
+                row["anchor_explicit_error"] = f"{type(error).__name__}: {error}"
+                traceback.print_exc()
         slots = max(rows, 32)
-        for path in ("graph", "arena"):
-            if path == "arena" and args.no_arena:
+        skipped = {"arena": args.no_arena, "graph_eager": args.no_graph_eager}
+        for path in ("graph", "graph_eager", "arena"):
+            if skipped.get(path):
                 continue
             try:
                 row.update(path_rows(model, tokenizer, batch, args, path, slots))
             except Exception as error:  # one path's failure is that path's row, not the run's
                 row[f"{path}_error"] = f"{type(error).__name__}: {error}"
                 traceback.print_exc()
-        if "graph" in row and "anchor" in row:
-            row["graph_vs_anchor"] = round(
-                row["graph"]["tokens_per_s"] / row["anchor"]["tokens_per_s"], 3
-            )
+        for ours, theirs in (
+            ("graph", "anchor"),
+            ("graph", "anchor_explicit"),
+            ("graph", "graph_eager"),
+        ):
+            if ours in row and theirs in row:
+                row[f"{ours}_vs_{theirs}"] = round(
+                    row[ours]["tokens_per_s"] / row[theirs]["tokens_per_s"], 3
+                )
         print(json.dumps(row), flush=True)
         results.append(row)
+        write_report(args, model, device, results)  # after every row: a killed run keeps them
+
+
+def write_report(args, model, device: torch.device, results: list[dict]) -> None:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
     report = {
         "benchmark": "decode",
@@ -241,7 +279,7 @@ def main() -> None:
     out = args.out or Path(__file__).parent / "results" / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {out}", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,20 +24,20 @@ check() {  # check NAME SECONDS COMMAND...: run one check under its limit, log i
 if [ "$QUICK" = 1 ]; then
   ROWS=(4); TOKENS=8; TURNS=2; STEPS=1; SFT_EPISODES=8; ANCHOR=(--no-anchor-compile)
 else
-  ROWS=(32 128 256); TOKENS=96; TURNS=6; STEPS=3; SFT_EPISODES=160; ANCHOR=(--no-arena)
+  ROWS=(32 128 256); TOKENS=96; TURNS=6; STEPS=3; SFT_EPISODES=96
+  ANCHOR=(--no-arena --explicit-anchor-rows 32)
 fi
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"; \
   git log -1 --format='agenttrain %h %s'; } | tee "$OUT/summary.txt"
 
-# 1. Decode: transformers' compiled static-cache generate (the anchor) and agenttrain's graph
-#    path (the arena decoder's GPU figures are of 2026-11-24), same prompts and token counts, one
-#    process; then 6 turns of the graph path.
-check decode 240 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
+# 1. Decode: transformers' static-cache generate compiled by transformers (the anchor), and at
+#    32 rows compiled here as on 2026-11-24 (anchor_explicit: which anchor is stronger);
+#    agenttrain's graph path with its compiled step and without (graph_eager), same prompts
+#    and token counts, one process; then 6 turns of the graph path. JSON after every row.
+#    (LoRA merged vs unmerged was measured on 2026-11-26, decode_lora_cuda_h200.json: 1.31x.)
+check decode 320 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
   --new-tokens "$TOKENS" --turns "$TURNS" "${ANCHOR[@]}" --out "$OUT/decode_$DEVICE.json"
-# 2. A LoRA policy decoding from merged weights against its adapter layers.
-check decode_lora 60 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[0]}" \
-  --new-tokens "$TOKENS" --lora 32 --out "$OUT/decode_lora_$DEVICE.json"
-# 3. The recipe's GRPO step, as the recipe runs it: oracle demonstrations, SFT on the device,
+# 2. The recipe's GRPO step, as the recipe runs it: oracle demonstrations, SFT on the device,
 #    then GRPO steps from the SFT checkpoint (episodes as long as the recipe's, unlike steps
 #    from the base model, which breaks the format and stops after 3 turns). Gen and update
 #    time, and the rollout/trainer probability gap.
@@ -57,7 +57,7 @@ sft_then_grpo() {
 }
 export -f sft_then_grpo
 export OUT PY DEVICE STEPS SFT_EPISODES
-check sft_then_grpo 270 bash -c sft_then_grpo
+check sft_then_grpo 250 bash -c sft_then_grpo
 "$PY" - "$OUT/grpo/metrics.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
 import json, sys
 keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/generated_tokens",

@@ -11,8 +11,10 @@ layer count and attention shape (30 layers, 9 query / 3 key-value heads of 64) a
 MLP (the count does not depend on widths):
 - `per_row`: the CPU layout, one attention call per row and layer in prefill;
 - `one_call`: the GPU layout (`batched_rows`), one padded call per pass and layer.
-Decode steps run eagerly on CPU (replayed CUDA graphs on a GPU: a handful of launches each),
-so the decode share is reported apart: `decode_step_ops` x steps.
+Decode steps run eagerly on CPU and are reported apart: `decode_step_ops` x steps. On a GPU a
+step is a replayed CUDA graph, one launch from the host, but the card still runs each of its
+kernels: 1,814 ops a step eagerly (57 per layer), which is why the GPU path compiles the
+step's layers and sampling (fused kernels; not counted here, the dispatcher does not see them).
 
 Usage: python benchmarks/launches.py [--rows 32 128 256] [--new-tokens 2] [--out F]
 """
