@@ -305,12 +305,13 @@ class LlamaFamilyDecoder:
         cos, sin = self.rotary(x[None], positions[None])
         cos, sin = cos[0], sin[0]
         for index in range(len(self.layers)):
-            q = self._project(index, x, cos, sin, slot_index, positions)
+            layer, keys, values = self.layers[index], arena.k[index], arena.v[index]
+            q = self._project(layer, keys, values, x, cos, sin, slot_index, positions)
             if attend_rows is None:
                 out = self._attend_slots(q, index, slots, slot_mask)
             else:
                 out = attend_rows(q, index)
-            x = self._finish_layer(index, x, out)
+            x = self._finish_layer(layer, x, out)
         for slot, row_tokens in zip(slots, tokens, strict=True):
             arena.tokens[slot].extend(row_tokens)
             arena.touch(slot)
@@ -318,20 +319,6 @@ class LlamaFamilyDecoder:
         return self.norm(x[last])
 
     def _project(
-        self,
-        index: int,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        slots: torch.Tensor,
-        columns: torch.Tensor,
-    ) -> torch.Tensor:
-        """Layer `index`'s queries [rows, heads, head_dim] for the rows of `x`; their keys
-        and values are written into the arena at (slots[i], columns[i])."""
-        keys, values = self.arena.k[index], self.arena.v[index]
-        return self._project_into(self.layers[index], keys, values, x, cos, sin, slots, columns)
-
-    def _project_into(
         self,
         layer: torch.nn.Module,
         keys: torch.Tensor,
@@ -342,8 +329,9 @@ class LlamaFamilyDecoder:
         slots: torch.Tensor,
         columns: torch.Tensor,
     ) -> torch.Tensor:
-        """`_project` for a given layer and its arena tensors (all inputs: one compiled
-        function serves every layer)."""
+        """`layer`'s queries [rows, heads, head_dim] for the rows of `x`; their keys and values
+        are written into the layer's arena tensors at (slots[i], columns[i]). Everything is an
+        argument, so one compiled version serves every layer."""
         attn = layer.self_attn
         rows = x.shape[0]
         h = layer.input_layernorm(x)
@@ -357,14 +345,10 @@ class LlamaFamilyDecoder:
         values[slots, :, columns] = v.to(self.cache_dtype)
         return q
 
-    def _finish_layer(self, index: int, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
-        """The residual stream after layer `index`: attention output projected, then the MLP."""
-        return self._finish(self.layers[index], x, attended)
-
-    def _finish(
+    def _finish_layer(
         self, layer: torch.nn.Module, x: torch.Tensor, attended: torch.Tensor
     ) -> torch.Tensor:
-        """`_finish_layer` for a given layer."""
+        """The residual stream after `layer`: attention output projected, then the MLP."""
         projected = layer.self_attn.o_proj(attended.reshape(x.shape[0], -1).to(self.weight_dtype))
         x = x + projected
         return x + layer.mlp(layer.post_attention_layernorm(x))

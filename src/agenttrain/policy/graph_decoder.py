@@ -183,7 +183,7 @@ class GraphDecoder(LlamaFamilyDecoder):
         shapes of `x` and `mask`): keys/values written at `write_at`, the residual returned.
         Everything it reads is an argument, so one compiled version serves every layer."""
         count, width = x.shape[0], mask.shape[-1]
-        q = self._project_into(layer, keys, values, x, cos, sin, rows, write_at)
+        q = self._project(layer, keys, values, x, cos, sin, rows, write_at)
         queries = q.view(count, self.kv_heads, self.groups, self.head_dim)
         out = torch.nn.functional.scaled_dot_product_attention(
             queries.to(self.cache_dtype),
@@ -192,7 +192,7 @@ class GraphDecoder(LlamaFamilyDecoder):
             attn_mask=mask,
             scale=self.scaling,
         )
-        return self._finish(layer, x, out)
+        return self._finish_layer(layer, x, out)
 
     def _advance(self, shape: _StepShape, logits: torch.Tensor, count: int) -> None:
         """Sample from `logits` [count, V] for the active rows and update their state."""
