@@ -309,6 +309,15 @@ def test_a_progress_reward_is_reported_as_mattering_under_verl(smollm2_dir, tmp_
     assert progress.matters and "custom reward function" in progress.reason
 
 
+def test_a_format_penalty_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):
+    """verl would score broken-format episodes as any failure: the penalty is ours alone."""
+    quiet = generate(recipe(smollm2_dir, [], tmp_path), tmp_path)
+    loud = generate(recipe(smollm2_dir, ["reward.format_penalty=0.2"], tmp_path), tmp_path)
+    assert not any(i.matters for i in quiet.unsupported if i.key == "reward.format_penalty")
+    penalty = next(i for i in loud.unsupported if i.key == "reward.format_penalty")
+    assert penalty.matters and "custom reward function" in penalty.reason
+
+
 def test_a_task_class_curriculum_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):
     """verl trains on every exported task: a depth-1-only run would silently train on all."""
     quiet = generate(recipe(smollm2_dir, [], tmp_path), tmp_path)

@@ -92,3 +92,34 @@ def test_a_fade_without_a_weight_is_refused():
 
     with pytest.raises(ConfigError, match=r"reward\.progress_fade_steps is set but"):
         load(TrainConfig, RECIPE, ["reward.progress_fade_steps=4"])
+
+
+def test_episodes_that_broke_the_action_format_score_the_penalty_less(tiny_model_dir, tmp_path):
+    """reward.format_penalty: real episodes of a random model (every reply unparseable) score
+    the penalty below the oracle's unsolved ones, solved ones keep theirs, so a group of
+    failures that differ only in format is no longer uniform; 0 changes nothing."""
+    solved = cut_oracle_episodes(tmp_path / "solved", max_turns=30)
+    cut = cut_oracle_episodes(tmp_path / "cut", max_turns=2)
+    arguments = ["eval", "--env", "textcraft", "--split", "train", "--tasks", "100-101"]
+    arguments += ["--model", str(tiny_model_dir), "--max-turns", "4", "--max-new-tokens", "8"]
+    result = CliRunner().invoke(app, [*arguments, "--out", str(tmp_path / "broken")])
+    assert result.exit_code == 0, result.output
+    broken = list(read_jsonl(next((tmp_path / "broken").glob("*/episodes.jsonl"))))
+    assert all(e.format_errors and not e.errored for e in broken)
+    assert not any(e.format_errors for e in solved + cut)
+    episodes = solved + cut + broken
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        "env.name=textcraft",
+        "rollout.action_format=react",
+        "reward.format_penalty=0.25",
+    )
+    scores, metrics = Trainer(config)._score(episodes, 1)
+    assert scores == [1.0] * len(solved) + [0.0] * len(cut) + [-0.25] * len(broken)
+    assert metrics["reward/format_penalised"] == [0.0] * len(solved + cut) + [1.0] * len(broken)
+    plain = recipe(tiny_model_dir, tmp_path / "plain", "env.name=textcraft")
+    assert Trainer(plain)._score(episodes, 1) == (
+        [1.0] * len(solved) + [0.0] * len(cut + broken),
+        {},
+    )

@@ -199,6 +199,12 @@ class RewardConfig(Section):
     """Steps over which the partial credit fades linearly to 0 (step s gets the weight times
     1 − (s − 1)/N; from step N + 1 on, success only). 0: the weight holds for the whole run."""
 
+    format_penalty: float = Field(0.0, ge=0, lt=1)
+    """Training only: an episode with a reply the action format could not parse (a reply cut
+    off in a repetition loop, a missing `Action:`) scores this much less, solved or not, so a
+    group whose failures differ only in format still teaches the format. 0: off. Evaluation
+    always scores success only."""
+
     @model_validator(mode="after")
     def _fade_needs_a_weight(self) -> RewardConfig:
         if self.progress_fade_steps and not self.progress_weight:

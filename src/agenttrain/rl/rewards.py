@@ -187,3 +187,19 @@ def add_progress(
         shaped[index] += weight * credit
         credits.append(credit)
     return shaped, {"reward/progress": credits} if credits else {}
+
+
+def subtract_format_penalty(
+    trajectories: Sequence[Trajectory], scores: Sequence[float], penalty: float
+) -> tuple[list[float], dict[str, list[float]]]:
+    """Scores with `penalty` taken from every unerrored episode that holds a reply the action
+    format refused, and which episodes were penalised (logged as their share,
+    `reward/format_penalised`). Errored episodes are left alone: they are not trained on."""
+    if not penalty:
+        return list(scores), {}
+    shaped, penalised = [], []
+    for trajectory, score in zip(trajectories, scores, strict=True):
+        broke = not trajectory.errored and trajectory.format_errors > 0
+        shaped.append(score - penalty if broke else score)
+        penalised.append(float(broke))
+    return shaped, {"reward/format_penalised": penalised}

@@ -50,6 +50,7 @@ from agenttrain.rl.rewards import (
     progress_functions,
     progress_weight_at,
     score_episode,
+    subtract_format_penalty,
 )
 from agenttrain.rl.stats import stats, timed
 from agenttrain.rl.step_batch import StepBatch
@@ -670,12 +671,15 @@ class Trainer(TrainingRun):
     ) -> tuple[list[float], dict[str, list[float]]]:
         """Each episode's training score: the environment's reward or the custom function's,
         plus partial credit for progress when `reward.progress_weight` asks for it (faded by
-        step when `reward.progress_fade_steps` says so); and the per-episode values of the
+        step when `reward.progress_fade_steps` says so), minus `reward.format_penalty` for an
+        episode with a reply the action format refused; and the per-episode values of the
         extra metrics, averaged over the whole step when logged."""
         scores, extras = self._base_scores(trajectories)
         weight = self.progress_weight(step)
         shaped, progress = add_progress(trajectories, scores, self.progress, weight)
-        return shaped, {**extras, **progress}
+        penalty = self.config.reward.format_penalty
+        shaped, penalised = subtract_format_penalty(trajectories, shaped, penalty)
+        return shaped, {**extras, **progress, **penalised}
 
     def progress_weight(self, step: int) -> float:
         """This step's partial-credit weight (`reward.progress_weight`, faded if asked)."""

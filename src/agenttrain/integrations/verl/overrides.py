@@ -475,6 +475,13 @@ def _reward(out: Overrides, config: TrainConfig) -> None:
         "partial credit for progress is scored by agenttrain's trainer only",
         matters=config.reward.progress_fade_steps > 0,
     )
+    out.unsupported_key(
+        "reward.format_penalty",
+        config.reward.format_penalty,
+        "the format penalty is scored by agenttrain's trainer only; under verl, subtract it "
+        "in a custom reward function",
+        matters=config.reward.format_penalty > 0,
+    )
     custom = config.reward.custom_function
     if custom.path is None:  # the environment's reward: loop.reward_function stays false
         for key in ("path", "name", "kwargs"):
