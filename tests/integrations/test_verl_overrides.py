@@ -300,22 +300,19 @@ def test_an_enabled_experience_pool_is_reported_as_mattering(smollm2_dir, tmp_pa
     assert enabled.matters and "agenttrain train" in enabled.reason
 
 
-def test_a_progress_reward_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):
-    """verl would train on success alone: partial credit is scored by our trainer only."""
+@pytest.mark.parametrize(
+    "key, value", [("reward.progress_weight", 0.5), ("reward.format_penalty", 0.2)]
+)
+def test_a_reward_shaping_key_is_reported_as_mattering_under_verl(
+    smollm2_dir, tmp_path, key, value
+):
+    """verl would train on success alone: partial credit and the format penalty are scored by
+    our trainer only, so setting either is reported, with the custom-function way around it."""
     quiet = generate(recipe(smollm2_dir, [], tmp_path), tmp_path)
-    loud = generate(recipe(smollm2_dir, ["reward.progress_weight=0.5"], tmp_path), tmp_path)
-    assert not any(i.matters for i in quiet.unsupported if i.key == "reward.progress_weight")
-    progress = next(i for i in loud.unsupported if i.key == "reward.progress_weight")
-    assert progress.matters and "custom reward function" in progress.reason
-
-
-def test_a_format_penalty_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):
-    """verl would score broken-format episodes as any failure: the penalty is ours alone."""
-    quiet = generate(recipe(smollm2_dir, [], tmp_path), tmp_path)
-    loud = generate(recipe(smollm2_dir, ["reward.format_penalty=0.2"], tmp_path), tmp_path)
-    assert not any(i.matters for i in quiet.unsupported if i.key == "reward.format_penalty")
-    penalty = next(i for i in loud.unsupported if i.key == "reward.format_penalty")
-    assert penalty.matters and "custom reward function" in penalty.reason
+    loud = generate(recipe(smollm2_dir, [f"{key}={value}"], tmp_path), tmp_path)
+    assert not any(i.matters for i in quiet.unsupported if i.key == key)
+    reported = next(i for i in loud.unsupported if i.key == key)
+    assert reported.matters and "custom reward function" in reported.reason
 
 
 def test_a_task_class_curriculum_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):
