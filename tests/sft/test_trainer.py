@@ -149,3 +149,26 @@ def test_a_step_with_a_non_finite_gradient_is_skipped(demos_file, tiny_model_dir
     for name, parameter in trainer.model.named_parameters():
         if name in others:  # untouched, not turned into NaN by the optimizer
             assert torch.equal(parameter, others[name]), name
+
+
+def test_a_limit_samples_across_the_file_not_its_first_lines(demos_file, tiny_model_dir, tmp_path):
+    """Demonstration files run in task order, and TextCraft's tasks run easiest first: the first
+    160 of the recipe's demonstrations held no depth-3 goal. A limit draws a seeded sample from
+    the whole file instead, the same one for the same seed."""
+
+    def lines(run: str, seed: int) -> list[int]:
+        config = recipe(
+            demos_file,
+            tiny_model_dir,
+            tmp_path / run,
+            "data.limit=4",
+            "data.eval_fraction=0",
+            f"run.seed={seed}",
+        )
+        return [int(e.source.rsplit(":", 1)[1]) for e in SFTTrainer(config).train_examples]
+
+    chosen = lines("a", 0)
+    assert len(chosen) == 4 and chosen == sorted(set(chosen))
+    assert max(chosen) > 4, chosen
+    assert lines("b", 0) == chosen
+    assert lines("c", 1) != chosen

@@ -24,6 +24,8 @@ class SFTDataConfig(Section):
     """For trajectory files: train only on successful episodes (rejection sampling)."""
     max_length: int = Field(2048, ge=64)
     limit: int | None = Field(None, ge=1, description="use at most this many conversations")
+    """A seeded random sample of that many, kept in file order: demonstration files are written
+    in task order, which for TextCraft is easiest first, so the first N were all shallow goals."""
     system_prompt: str | None = None
     """The system prompt the trained policy will run with (`rollout.system_prompt`)."""
 

@@ -12,10 +12,11 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 DataFormat = Literal["auto", "trajectory", "agenttraj", "chat"]
 
@@ -124,3 +125,15 @@ def read_conversations(
                 raise DataError(f"{source}: {problem}") from None
             if any(conversation.trainable):
                 yield conversation
+
+
+Item = TypeVar("Item")
+
+
+def sample_limit(items: list[Item], limit: int | None, seed: str) -> list[Item]:
+    """At most `limit` of `items`: a seeded random sample kept in their order, not the first
+    `limit`, because files are written in task order and TextCraft's tasks run easiest first."""
+    if limit is None or limit >= len(items):
+        return items
+    chosen = sorted(random.Random(seed).sample(range(len(items)), limit))
+    return [items[i] for i in chosen]

@@ -28,7 +28,7 @@ from agenttrain.run.runtime import (
 )
 from agenttrain.sft.batching import collate, micro_batches, plan_steps
 from agenttrain.sft.config import SFTConfig
-from agenttrain.sft.data import DataError, read_conversations
+from agenttrain.sft.data import DataError, read_conversations, sample_limit
 from agenttrain.sft.guard import HeldOutGuard
 from agenttrain.sft.report import write_sft_report
 from agenttrain.sft.tokenize import Example, tokenize
@@ -91,7 +91,7 @@ class SFTTrainer(TrainingRun):
                 guard.check(conversation)
             return conversations
 
-        train = read(data.train)[: data.limit]
+        train = sample_limit(read(data.train), data.limit, f"{self.config.run.seed}/sft/limit")
         held_out = read(data.eval)
         if not held_out and data.eval_fraction > 0 and len(train) > 1:
             order = list(range(len(train)))
