@@ -25,13 +25,12 @@ if [ "$QUICK" = 1 ]; then
   ROWS=(4); TOKENS=8; TURNS=2; STEPS=1; SFT_EPISODES=8; ANCHOR=(--no-anchor-compile)
 else
   ROWS=(32 128 256); TOKENS=96; TURNS=6; STEPS=3; SFT_EPISODES=96
-  ANCHOR=(--no-arena --explicit-anchor-rows 32)
+  ANCHOR=(--no-arena)  # the anchor compiled again on top of transformers failed twice (H200)
 fi
 { nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"; \
   git log -1 --format='agenttrain %h %s'; } | tee "$OUT/summary.txt"
 
-# 1. Decode: transformers' static-cache generate compiled by transformers (the anchor), and at
-#    32 rows compiled here as on 2026-11-24 (anchor_explicit: which anchor is stronger);
+# 1. Decode: transformers' static-cache generate compiled by transformers (the anchor);
 #    agenttrain's graph path with its compiled step and without (graph_eager), same prompts
 #    and token counts, one process; then 6 turns of the graph path. JSON after every row.
 #    (LoRA merged vs unmerged was measured on 2026-11-26, decode_lora_cuda_h200.json: 1.31x.)
