@@ -102,6 +102,15 @@ def demos(
     ] = "react",
     device: DeviceOption = "cpu",
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    recovery: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Share of demonstrations rewritten with one refused craft (no loss) and its "
+            "recovery (textcraft).",
+        ),
+    ] = 0.0,
 ) -> None:
     """Write successful episodes of a solver on training tasks, as SFT data.
 
@@ -109,9 +118,11 @@ def demos(
     """
     from agenttrain.eval.runner import EvalConfig
     from agenttrain.rollout.engine import RolloutConfig
-    from agenttrain.sft.demos import write_demos
+    from agenttrain.sft.demos import add_recovery, check_recovery, write_demos
 
     try:
+        if recovery:
+            check_recovery(env)
         config = EvalConfig(
             env=env,
             split=split,
@@ -126,10 +137,13 @@ def demos(
             device=device,
         )
         result = write_demos(config, out, console)
+        recovered = add_recovery(out, env, recovery, seed) if recovery and result.kept else 0
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:
         console.print(result.not_kept_line(), markup=False, highlight=False)
+    if recovery:
+        console.print(f"{recovered} of {result.kept} rewritten to recover from a refused craft")
     console.print(
         f"kept {result.kept} of {result.episodes} episodes (successful ones), "
         f"{result.turns} turns -> {result.out}\n"

@@ -7,6 +7,8 @@ JSONL that `agenttrain sft` reads. The test split is refused.
 
 from __future__ import annotations
 
+import json
+import random
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -79,3 +81,28 @@ def write_demos(config: EvalConfig, out: Path, console: Console | None = None) -
         dict(Counter(str(e.finish_reason) for e in left).most_common()),
         [f"task {e.task_id}: {e.error}" for e in left if e.errored],
     )
+
+
+def check_recovery(env: str) -> None:
+    """Refuse `--recovery` for an environment without recovery demonstrations, before play."""
+    if env != "textcraft":
+        raise ValueError(f"--recovery exists for textcraft only, not {env!r}")
+
+
+def add_recovery(out: Path, env: str, share: float, seed: int) -> int:
+    """Rewrite a `share` of the demonstrations in `out` with one refused action and its
+    recovery (`envs/textcraft/recovery.py`), chosen with `seed`; returns how many."""
+    check_recovery(env)
+    from agenttrain.envs.textcraft.recovery import with_recovery
+
+    rng = random.Random(f"{seed}/recovery")
+    records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    rewritten = 0
+    for index, record in enumerate(records):
+        if rng.random() < share and (changed := with_recovery(record, rng)) is not None:
+            records[index] = changed
+            rewritten += 1
+    staging = out.with_name(f".{out.name}.recovery")
+    staging.write_text("".join(json.dumps(record) + "\n" for record in records))
+    staging.replace(out)
+    return rewritten

@@ -1,0 +1,80 @@
+"""`agenttrain demos --recovery`: oracle demonstrations with one refused craft and its recovery."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from typer.testing import CliRunner
+
+from agenttrain.cli import app
+from agenttrain.envs.textcraft.env import TextCraftEnv
+from agenttrain.envs.textcraft.recovery import REFUSAL
+from agenttrain.sft.data import read_conversations
+
+ACTION = re.compile(r"Action:\n(.*)$", re.S)
+
+
+def demos(out, *extra):
+    args = ["demos", "--tasks", "0-11", "--out", str(out), *extra]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return result.output, [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_a_recovery_demo_is_refused_untrained_then_recovers_trained(tmp_path):
+    output, records = demos(tmp_path / "demos.jsonl", "--recovery", "1")
+    rewritten = [record for record in records if "turns" not in record]
+    assert f"{len(rewritten)} of 12 rewritten to recover from a refused craft" in output
+    assert len(rewritten) >= 10  # nearly every oracle plan has a get followed by a craft
+    conversations = list(read_conversations(tmp_path / "demos.jsonl"))
+    for record, conversation in zip(records, conversations, strict=True):
+        if record in rewritten:
+            check_recovery(record, conversation.trainable)
+
+
+def check_recovery(record, trainable):
+    messages = record["messages"]
+    replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    assert not trainable[replies[0]]  # the acknowledgement, as in trajectories
+    answers = {i: messages[i + 1]["content"] for i in replies[1:] if i + 1 < len(messages)}
+    refused = [i for i, answer in answers.items() if answer.startswith(REFUSAL)]
+    assert len(refused) == 1  # one slip, and nothing else is refused
+    slip = refused[0]
+    assert not trainable[slip] and ACTION.search(messages[slip]["content"])[1].startswith("craft")
+    recovery = messages[slip + 2]["content"]
+    assert trainable[slip + 2] and ACTION.search(recovery)[1].startswith("get ")
+    assert all(trainable[i] for i in replies[1:] if i != slip)
+    # Every observation is the game's answer to the action before it, and the goal is made.
+    env = TextCraftEnv()
+    env.reset_sync(record["task_id"])
+    for i in replies[1:]:
+        result = env.step_sync(ACTION.search(messages[i]["content"])[1].strip())
+        if i + 1 < len(messages):
+            assert messages[i + 1]["content"] == result.observation
+    assert result.reward == 1.0 and result.done
+
+
+def rewrites(records):
+    """Which demos were rewritten, and how (other records carry fresh episode ids)."""
+    return [record["messages"] if "turns" not in record else None for record in records]
+
+
+def test_the_same_seed_rewrites_the_same_demos_and_share_zero_none(tmp_path):
+    _, first = demos(tmp_path / "a.jsonl", "--recovery", "0.5")
+    _, again = demos(tmp_path / "b.jsonl", "--recovery", "0.5")
+    _, other = demos(tmp_path / "c.jsonl", "--recovery", "0.5", "--seed", "3")
+    _, plain = demos(tmp_path / "d.jsonl")
+    assert rewrites(first) == rewrites(again)
+    assert rewrites(first) != rewrites(other)
+    assert 0 < sum("turns" not in record for record in first) < 12
+    assert all("turns" in record for record in plain)
+
+
+def test_recovery_for_an_env_without_it_is_refused_before_playing(tmp_path):
+    out = tmp_path / "demos.jsonl"
+    args = ["demos", "--env", "babyai", "--out", str(out), "--recovery", "0.5"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "--recovery exists for textcraft only, not 'babyai'" in result.output
+    assert not out.exists()
