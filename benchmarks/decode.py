@@ -15,8 +15,11 @@ observations in the chat template) and the same token count (every row generates
   eager elsewhere); `graph_eager`: the same without `torch.compile` (CUDA graphs only);
 - `arena`: agenttrain's CPU-tuned decoder (for reference);
 - `graph` over `--turns` turns: each turn appends the reply and a fixed observation and
-  continues the same episodes (keys/values reused), the multi-turn rate.
+  continues the same episodes (keys/values reused), the multi-turn rate. The same turns over
+  other episodes run first as its warm-up (before 2026-11-26's second H200 run the warm-up was
+  one single-turn call, so captures for the longer contexts of later turns were timed).
 Reported: generated tokens/s (warm call), the warm-up call's seconds (compile/capture).
+`--profile DIR` writes a torch.profiler table of each of our timed calls (by device time).
 
 With `--lora R` the model is wrapped in a rank-R LoRA adapter on all linear layers (a random
 update, as a policy trained from an SFT checkpoint carries), and the default decode path runs
@@ -24,7 +27,7 @@ twice per row count: `lora_merged` (what agenttrain does: generation from W + Δ
 `lora_unmerged` (the decoder over the adapter model, as before), alternating, one process.
 
 Usage: python benchmarks/decode.py --device cuda [--rows 32 128 256] [--new-tokens 96]
-       [--turns 6] [--model smollm2-135m|<model folder>] [--lora 32] [--out F]
+       [--turns 6] [--model smollm2-135m|<model folder>] [--lora 32] [--out F] [--profile DIR]
 On CPU (a smoke run): python benchmarks/decode.py --device cpu --rows 4 --no-anchor-compile
 """
 
@@ -110,24 +113,46 @@ def anchor(model, tokenizer, batch, new_tokens, compile_forward: bool, explicit=
     return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
 
 
-def agenttrain_run(policy, batch, new_tokens, turns: int = 1) -> dict:
-    """Warm-up call, then `turns` timed turns over the same episodes (keys reused)."""
+def play(policy, batch, params, turns: int, name: str) -> tuple[float, int]:
+    """Seconds and tokens of `turns` generate calls over the same episodes (keys reused): each
+    turn appends the reply and a fixed observation."""
     device = policy.device
-    policy.decoder.stop_ids = frozenset()  # every row generates exactly new_tokens
-    params = SamplingParams(temperature=0.7, max_new_tokens=new_tokens)
     observation = policy.template.user_turn_ids(OBSERVATION)
-    warm = [GenerationRequest(p, seed=i) for i, p in enumerate(batch)]
-    warmup, _ = timed(device, lambda: policy.generate(warm, params))
     current = [list(p) for p in batch]
     seconds, tokens = 0.0, 0
     for turn in range(turns):
-        requests = [GenerationRequest(p, key=f"e{i}", seed=turn) for i, p in enumerate(current)]
+        requests = [
+            GenerationRequest(p, key=f"{name}{i}", seed=turn) for i, p in enumerate(current)
+        ]
         spent, results = timed(device, lambda r=requests: policy.generate(r, params))
         seconds += spent
         tokens += sum(len(r.token_ids) for r in results)
         current = [p + r.token_ids + observation for p, r in zip(current, results, strict=True)]
     for i in range(len(batch)):
-        policy.release(f"e{i}")
+        policy.release(f"{name}{i}")
+    return seconds, tokens
+
+
+def agenttrain_run(policy, batch, new_tokens, turns: int = 1, profile: Path | None = None):
+    """The same `turns` over other episodes as a warm-up (captures and compiles for every
+    context width the turns reach happen there), then timed; `profile`: a torch.profiler
+    table of the timed turns, sorted by device time."""
+    policy.decoder.stop_ids = frozenset()  # every row generates exactly new_tokens
+    params = SamplingParams(temperature=0.7, max_new_tokens=new_tokens)
+    warmup, _ = play(policy, batch, params, turns, "w")
+    if profile is None:
+        seconds, tokens = play(policy, batch, params, turns, "e")
+    else:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if policy.device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as profiler:
+            seconds, tokens = play(policy, batch, params, turns, "e")
+        order = "self_cuda_time_total" if policy.device.type == "cuda" else "self_cpu_time_total"
+        table = profiler.key_averages().table(sort_by=order, row_limit=40, max_name_column_width=70)
+        profile.parent.mkdir(parents=True, exist_ok=True)
+        profile.write_text(table)
+        print(f"wrote {profile}", flush=True)
     return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
 
 
@@ -177,10 +202,13 @@ def path_rows(model, tokenizer, batch, args, path: str, slots: int) -> dict:
         cache_slots=slots,
         compile_step=compile_step,
     )
-    row = {path: rate(agenttrain_run(policy, batch, args.new_tokens))}
+    rows = len(batch)
+    profile = args.profile and args.profile / f"{path}_{rows}_rows_1_turn.txt"
+    row = {path: rate(agenttrain_run(policy, batch, args.new_tokens, 1, profile))}
     if path == "graph" and args.turns > 1:
+        profile = args.profile and args.profile / f"{path}_{rows}_rows_{args.turns}_turns.txt"
         row[f"graph_{args.turns}_turns"] = rate(
-            agenttrain_run(policy, batch, args.new_tokens, args.turns)
+            agenttrain_run(policy, batch, args.new_tokens, args.turns, profile)
         )
         row["graph_stats"] = dict(policy.decoder.stats)
     return row
@@ -204,6 +232,9 @@ def main() -> None:
     parser.add_argument("--explicit-anchor-rows", type=int, nargs="*", default=[], metavar="N")
     parser.add_argument("--lora", type=int, metavar="R", help="LoRA merged vs unmerged only")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--profile", type=Path, metavar="DIR", help="torch.profiler tables of our timed calls"
+    )
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)

@@ -34,9 +34,16 @@ fi
 #    agenttrain's graph path with its compiled step and without (graph_eager), same prompts
 #    and token counts, one process; then 6 turns of the graph path. JSON after every row.
 #    (LoRA merged vs unmerged was measured on 2026-11-26, decode_lora_cuda_h200.json: 1.31x.)
-#    On an H200 the anchor's compile took 34-73 s a row count; 320 s ended during 256 rows.
-check decode 400 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
+#    On an H200 the anchor's compile took 34-73 s a row count; 320 s ended during 256 rows
+#    with the twice-compiled anchor still tried.
+check decode 380 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
   --new-tokens "$TOKENS" --turns "$TURNS" "${ANCHOR[@]}" --out "$OUT/decode_$DEVICE.json"
+# 1b. Where a decode call's time goes: torch.profiler tables (by device time) of the graph
+#     path at the smallest row count, one turn and all turns (a run of its own: profiling
+#     slows what it watches, so these calls are not the figures above).
+check profile 80 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[0]}" \
+  --new-tokens "$TOKENS" --turns "$TURNS" --no-anchor --no-arena --no-graph-eager \
+  --profile "$OUT/profile" --out "$OUT/decode_profiled_$DEVICE.json"
 # 2. The recipe's GRPO step, as the recipe runs it: oracle demonstrations, SFT on the device,
 #    then GRPO steps from the SFT checkpoint (episodes as long as the recipe's, unlike steps
 #    from the base model, which breaks the format and stops after 3 turns). Gen and update
@@ -57,7 +64,7 @@ sft_then_grpo() {
 }
 export -f sft_then_grpo
 export OUT PY DEVICE STEPS SFT_EPISODES
-check sft_then_grpo 160 bash -c sft_then_grpo
+check sft_then_grpo 130 bash -c sft_then_grpo
 "$PY" - "$OUT/grpo/metrics.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
 import json, sys
 keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/generated_tokens",
