@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from rich.console import Console
 
 from agenttrain import config as config_io
@@ -30,6 +30,7 @@ from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.config import RunConfig, Section
 from agenttrain.run.stages import StageChanged, StageRecords
+from agenttrain.sft.demos import check_recovery
 
 if TYPE_CHECKING:
     from agenttrain.sft.config import SFTConfig
@@ -41,6 +42,15 @@ class DemosStage(Section):
     tasks: list[int] | None = None
     solver: str = "oracle"
     action_format: Literal["react", "adapt", "json", "raw"] = "react"
+    recovery: float = Field(0.0, ge=0.0, le=1.0)
+    """Share of demonstrations rewritten with a refused craft and its recovery (TextCraft;
+    `agenttrain demos --recovery`)."""
+
+    @model_validator(mode="after")
+    def _recovery_exists(self) -> DemosStage:
+        if self.recovery:
+            check_recovery(self.env)
+        return self
 
 
 class TrainingStage(Section):
@@ -216,7 +226,7 @@ class Recipe:
         return result
 
     def make_demos(self) -> Path:
-        from agenttrain.sft.demos import write_demos
+        from agenttrain.sft.demos import add_recovery, write_demos
 
         settings = self.stage_settings("demos")
         if self.demos_path.exists():
@@ -234,9 +244,12 @@ class Recipe:
         )
         staging = self.demos_path.with_suffix(".partial")
         result = write_demos(solver_config, staging, self.console)
+        recovered = add_recovery(staging, demos.env, demos.recovery, self.config.run.seed)
         staging.rename(self.demos_path)
         self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")
+        if demos.recovery:
+            self.console.print(f"{recovered} rewritten to recover from a refused craft")
         return self.demos_path
 
     def train_sft(self) -> str:
@@ -372,6 +385,9 @@ class Recipe:
         the stage it starts from (as recorded when that stage finished)."""
         if stage == "demos":
             demos = self.config.demos.model_dump(mode="json")
+            recorded = (self.records.get("demos") or {}).get("demos", {})
+            if not demos["recovery"] and not recorded.get("recovery"):
+                del demos["recovery"]  # runs recorded before the setting existed still match
             return {"demos": demos, "seed": self.config.run.seed}
         if stage == "SFT":
             own = self.sft_config.model_dump(mode="json")

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from agenttrain.cli import app
 from agenttrain.eval.runner import select_tasks
 from agenttrain.policy.models import load_hf, resolve
+from agenttrain.run.stages import StageChanged
 
 runner = CliRunner()
 
@@ -235,3 +236,27 @@ def test_rft_without_tasks_of_its_own_or_grpo_trajectories_says_what_to_set(tmp_
     )
     with pytest.raises(ValueError, match=r"kept no trajectories .* set rft\.tasks"):
         recipe.rft_tasks()
+
+
+def test_the_demos_stage_rewrites_a_share_with_recoveries_and_records_it(tmp_path):
+    from agenttrain.recipe import Recipe, load_recipe
+
+    def demos_stage(recovery: str) -> Recipe:
+        overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1,2,3,4,5]"]
+        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), [*overrides, recovery]))
+
+    path = demos_stage("demos.recovery=1").make_demos()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sum("turns" not in record for record in records) >= 5  # chat records: rewritten
+    assert any(m.get("loss") is False for r in records for m in r["messages"])
+    with pytest.raises(StageChanged):  # the same folder without recoveries is another run
+        demos_stage("demos.recovery=0").make_demos()
+
+
+def test_recoveries_for_an_env_without_them_are_refused_when_the_recipe_loads():
+    from agenttrain.recipe import load_recipe
+
+    with pytest.raises(ValueError, match="--recovery exists for textcraft only, not 'babyai'"):
+        load_recipe(
+            Path("configs/textcraft_recipe.yaml"), ["demos.env=babyai", "demos.recovery=0.5"]
+        )

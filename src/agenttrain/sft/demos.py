@@ -92,6 +92,8 @@ def check_recovery(env: str) -> None:
 def add_recovery(out: Path, env: str, share: float, seed: int) -> int:
     """Rewrite a `share` of the demonstrations in `out` with one refused action and its
     recovery (`envs/textcraft/recovery.py`), chosen with `seed`; returns how many."""
+    if not share:
+        return 0
     check_recovery(env)
     from agenttrain.envs.textcraft.recovery import with_recovery
 
