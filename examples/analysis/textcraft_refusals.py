@@ -28,12 +28,13 @@ def summary(path: Path) -> str:
         with_refusal += 1
         solved += bool(episode["success"])
         for turn, after in pairwise(turns):
-            if turn["observation"].startswith(REFUSAL):
-                refused += 1
-                repeated += after["action"] == turn["action"]
-                fetched += after["action"] != turn["action"] and (after["action"] or "").startswith(
-                    "get "
-                )
+            if not turn["observation"].startswith(REFUSAL):
+                continue
+            refused += 1
+            if after["action"] == turn["action"]:
+                repeated += 1
+            elif (after["action"] or "").startswith("get "):
+                fetched += 1
     if not refused:
         return f"{path}: no refusal followed by a turn; {with_refusal} episodes with a refusal"
     other = refused - repeated - fetched

@@ -137,7 +137,7 @@ def demos(
             device=device,
         )
         result = write_demos(config, out, console)
-        recovered = add_recovery(out, env, recovery, seed) if recovery and result.kept else 0
+        recovered = add_recovery(out, env, recovery, seed)
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:
