@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import json
 import platform
@@ -146,14 +147,41 @@ def agenttrain_run(policy, batch, new_tokens, turns: int = 1, profile: Path | No
         activities = [torch.profiler.ProfilerActivity.CPU]
         if policy.device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with phase_clock(policy.decoder) as phases:  # a plain timed call first, by phase
+            play(policy, batch, params, turns, "p")
         with torch.profiler.profile(activities=activities) as profiler:
             seconds, tokens = play(policy, batch, params, turns, "e")
         order = "self_cuda_time_total" if policy.device.type == "cuda" else "self_cpu_time_total"
         table = profiler.key_averages().table(sort_by=order, row_limit=40, max_name_column_width=70)
         profile.parent.mkdir(parents=True, exist_ok=True)
-        profile.write_text(table)
-        print(f"wrote {profile}", flush=True)
+        clock = "\n".join(f"{name:>12}: {spent:.4f} s" for name, spent in phases.items())
+        profile.write_text(f"seconds by phase (device drained at each end):\n{clock}\n\n{table}")
+        print(f"wrote {profile}\n{clock}", flush=True)
     return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
+
+
+@contextlib.contextmanager
+def phase_clock(decoder, names=("_prefill", "_start_rows", "_decode", "_collect")):
+    """Seconds spent in each of the decoder's phases (device drained around each), summed
+    over the calls made inside the block: where a call's time goes, prefill or decode."""
+    device = decoder.device
+    phases = dict.fromkeys(names, 0.0)
+
+    def clocked(name, method):
+        def call(*args, **kwargs):
+            spent, result = timed(device, lambda: method(*args, **kwargs))
+            phases[name] += spent
+            return result
+
+        return call
+
+    for name in names:
+        setattr(decoder, name, clocked(name, getattr(decoder, name)))
+    try:
+        yield phases
+    finally:
+        for name in names:
+            delattr(decoder, name)  # the class's methods again
 
 
 class UnmergedLoraPolicy(HFPolicy):

@@ -13,7 +13,7 @@ from agenttrain.policy.base import GenerationRequest, SamplingParams
 from agenttrain.policy.decoder import LlamaFamilyDecoder
 from agenttrain.policy.graph_decoder import SYNC_EVERY, GraphDecoder, bucket
 from agenttrain.policy.hf import HFPolicy
-from agenttrain.policy.sampling import counter_uniforms, token_logprobs
+from agenttrain.policy.sampling import counter_uniforms, race, token_logprobs, truncate
 
 
 def forward_logprobs(model, prompt, generated, temperature):
@@ -293,3 +293,22 @@ def test_a_step_that_cannot_compile_decodes_eagerly_and_says_so(
     assert [g.token_ids for g in got] == [g.token_ids for g in policy.generate(requests, params)]
     assert decoder.stats["compile_failures"] == 2  # the layer step and the sampling step
     assert "decoding eagerly" in caplog.text and "no C compiler here" in caplog.text
+
+
+@pytest.mark.parametrize("top_k", [0, 3])
+def test_the_gumbel_race_draws_from_the_softmax(top_k):
+    """The graph path samples by a Gumbel-max race (it compiles on CUDA, the inverse CDF's
+    49k-wide cumulative sum did not): its token frequencies must be the (truncated)
+    temperature-scaled softmax, and its log-probs those of the untruncated one."""
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
+    draws = 20000
+    seeds = torch.full((draws,), 7)
+    tokens, logprobs = race(logits.expand(draws, -1), 0.8, top_k, 1.0, seeds, torch.arange(draws))
+    expected = torch.softmax(truncate(logits[0] / 0.8, top_k, 1.0), dim=-1)
+    seen = torch.bincount(tokens, minlength=logits.shape[1]).double() / draws
+    assert torch.allclose(seen, expected.double(), atol=0.012), (seen, expected)
+    assert torch.allclose(logprobs, torch.log_softmax(logits[0] / 0.8, dim=-1)[tokens])
+    again, _ = race(logits.expand(3, -1), 0.8, top_k, 1.0, seeds[:3], torch.tensor([4, 5, 6]))
+    assert again.tolist() == tokens[4:7].tolist()  # a row's draw: its seed and step only
+    other, _ = race(logits.expand(draws, -1), 0.8, top_k, 1.0, seeds + 1, torch.arange(draws))
+    assert (other != tokens).float().mean() > 0.3  # another seed, other draws

@@ -4,10 +4,11 @@ On a GPU the arena decoder (`decoder.py`) is bound by per-step overhead: hundred
 kernel launches and a host round trip per token. Here a decode step is one fixed-shape
 function over the arena's first `S` slots and first `W` columns (both bucketed), whose state
 lives in device tensors: the token each row feeds, the column it writes, whether it is still
-generating, how many tokens it has, its seed. Sampling (`sampling.choose` with counter-based
-uniforms), stop detection and log-probs run inside the step, so the host reads the state
-back only every `SYNC_EVERY` steps. On CUDA each (S, W, sampling) shape is captured once as a
-`torch.cuda.CUDAGraph` and replayed; elsewhere the same step runs eagerly (the tested path).
+generating, how many tokens it has, its seed. Sampling (`sampling.race`: Gumbel-max with
+counter-based noise), stop detection and log-probs run inside the step, so the host reads
+the state back only every `SYNC_EVERY` steps. On CUDA each (S, W, sampling) shape is
+captured once as a `torch.cuda.CUDAGraph` and replayed; elsewhere the same step runs
+eagerly (the tested path).
 A captured graph still runs every kernel of the step, so on CUDA each layer and the sampling
 run through `torch.compile` first (one compiled layer serves all layers: its weights and
 arena tensors are arguments), which fuses a layer's ~57 operations into a few kernels.
@@ -29,7 +30,7 @@ import torch
 
 from agenttrain.policy.base import Generation, GenerationRequest, SamplingParams
 from agenttrain.policy.decoder import LlamaFamilyDecoder, _Work
-from agenttrain.policy.sampling import choose, counter_uniforms
+from agenttrain.policy.sampling import race
 
 logger = logging.getLogger(__name__)
 
@@ -199,10 +200,9 @@ class GraphDecoder(LlamaFamilyDecoder):
         state = self.state
         assert state is not None
         rows, active, counts = state.rows[:count], state.active[:count], state.counts[:count]
-        uniforms = None
-        if shape.temperature > 0:
-            uniforms = counter_uniforms(state.seeds[:count], counts)
-        sampled, logprobs = choose(logits, shape.temperature, shape.top_k, shape.top_p, uniforms)
+        sampled, logprobs = race(
+            logits, shape.temperature, shape.top_k, shape.top_p, state.seeds[:count], counts
+        )
         column = counts.clamp(max=state.out_tokens.shape[1] - 1)
         state.out_tokens[rows, column] = torch.where(
             active, sampled, state.out_tokens[rows, column]

@@ -74,21 +74,57 @@ _MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
 _MIX2 = 0x94D049BB133111EB - (1 << 64)
 
 
+def _shift(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical (not arithmetic) right shift of int64 values."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def counter_bits(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
+    """64 random bits (as int64) per (seed, counter) pair of int64 tensors: SplitMix64."""
+    z = seeds + (counters + 1) * _GOLDEN
+    z = (z ^ _shift(z, 30)) * _MIX1
+    z = (z ^ _shift(z, 27)) * _MIX2
+    return z ^ _shift(z, 31)
+
+
 def counter_uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
-    """Uniforms in [0, 1) from (seed, counter) pairs of int64 tensors: SplitMix64, on device.
+    """Uniforms in [0, 1) from (seed, counter) pairs of int64 tensors, on their device.
 
     A row's draw depends only on its own seed and step, never on the batch it runs in, and
     needs no generator object: the GPU decode step draws inside a captured graph with it.
     """
+    return _shift(counter_bits(seeds, counters), 11).double() * (1.0 / (1 << 53))
 
-    def shift(x: torch.Tensor, bits: int) -> torch.Tensor:  # logical, not arithmetic
-        return (x >> bits) & ((1 << (64 - bits)) - 1)
 
-    z = seeds + (counters + 1) * _GOLDEN
-    z = (z ^ shift(z, 30)) * _MIX1
-    z = (z ^ shift(z, 27)) * _MIX2
-    z = z ^ shift(z, 31)
-    return shift(z, 11).double() * (1.0 / (1 << 53))
+def race(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    seeds: torch.Tensor,
+    steps: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`choose`'s tokens and log-probabilities, drawn by the Gumbel-max race instead of the
+    inverse CDF: argmax over the vocabulary of (truncated logit + Gumbel noise), the noise
+    from each row's seed and step and the token's index.
+
+    Why: a cumulative sum over a 49k vocabulary did not compile on CUDA (inductor's scan
+    codegen failed), so the sampling step ran eagerly; a race is elementwise work and one
+    argmax, which the compiler fuses. Same distribution, other tokens than `choose` draws.
+    """
+    logits = logits.float()
+    if temperature == 0:
+        return choose(logits, 0.0, top_k, top_p, None)
+    scaled = logits / temperature
+    logprobs_all = torch.log_softmax(scaled, dim=-1)
+    vocab = scaled.shape[-1]
+    rows = counter_bits(seeds, torch.zeros_like(seeds))  # decorrelates nearby seeds
+    index = steps[:, None] * vocab + torch.arange(vocab, device=scaled.device)[None, :]
+    bits = _shift(counter_bits(rows[:, None], index), 40)  # 24 bits: exact in float32
+    uniforms = (bits.float() + 0.5) * (1.0 / (1 << 24))  # in (0, 1), never 0 or 1
+    noise = -torch.log(-torch.log(uniforms))
+    chosen = (truncate(scaled, top_k, top_p) + noise).argmax(dim=-1, keepdim=True)
+    return chosen[:, 0], logprobs_all.gather(-1, chosen)[:, 0]
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
