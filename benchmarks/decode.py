@@ -51,6 +51,9 @@ from agenttrain.policy.chat import ChatTemplate
 from agenttrain.policy.hf import HFPolicy
 from agenttrain.policy.models import load_hf, resolve
 
+GENERATION = {"inference_dtype": "auto"}
+"""As the trainer generates (`model.generation_dtype: auto`): bf16 on CUDA. HFPolicy's own
+default is float32, which until 2026-11-26 made these figures float32 against a bf16 anchor."""
 OBSERVATION = "Crafted 1 minecraft:oak_planks. Inventory: [oak planks] (4), [stick] (2)."
 
 
@@ -211,7 +214,9 @@ def lora_rows(model, tokenizer, batch, args, path: str) -> dict:
     runs: dict[str, list[float]] = {"lora_merged": [], "lora_unmerged": []}
     for _ in range(2):
         for key, kind in (("lora_merged", HFPolicy), ("lora_unmerged", UnmergedLoraPolicy)):
-            policy = kind(model, tokenizer, name="lora", decode=path, cache_slots=slots)
+            policy = kind(
+                model, tokenizer, name="lora", decode=path, cache_slots=slots, **GENERATION
+            )
             runs[key].append(rate(agenttrain_run(policy, batch, args.new_tokens))["tokens_per_s"])
             del policy
     row = {key: {"tokens_per_s": max(values), "runs": values} for key, values in runs.items()}
@@ -229,6 +234,7 @@ def path_rows(model, tokenizer, batch, args, path: str, slots: int) -> dict:
         decode=decode,
         cache_slots=slots,
         compile_step=compile_step,
+        **GENERATION,
     )
     rows = len(batch)
     profile = args.profile and args.profile / f"{path}_{rows}_rows_1_turn.txt"
@@ -327,6 +333,7 @@ def write_report(args, model, device: torch.device, results: list[dict]) -> None
         "model": args.model,
         "device": name or args.device,
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "generation_dtype": GENERATION["inference_dtype"],
         "new_tokens": args.new_tokens,
         "lora_rank": args.lora,
         "torch": torch.__version__,

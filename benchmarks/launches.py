@@ -73,7 +73,14 @@ def smollm2_shaped(vocab: int) -> torch.nn.Module:
 
 
 def layout_row(model, tokenizer, batch, new_tokens: int, one_call: bool) -> dict:
-    policy = HFPolicy(model, tokenizer, name="shape", decode="graph", cache_slots=len(batch))
+    policy = HFPolicy(
+        model,
+        tokenizer,
+        name="shape",
+        decode="graph",
+        cache_slots=len(batch),
+        inference_dtype="auto",
+    )
     decoder = policy.decoder
     decoder.batched_rows = one_call
     decoder.prefill_tokens = DEVICE_PREFILL_TOKENS if one_call else PREFILL_TOKENS
