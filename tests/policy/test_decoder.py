@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
@@ -158,6 +160,20 @@ def test_bf16_generation_copy_follows_weight_updates(tiny_model, tokenizer):
         with torch.no_grad():
             tiny_model.lm_head.weight.copy_(saved)
     assert before != after
+
+
+def test_a_policy_generates_in_its_models_dtype_unless_told(tiny_model, tokenizer):
+    """A bf16 model (as loaded on a GPU) must not be decoded from a float32 copy by default:
+    that silently tripled a GPU decode's cost."""
+    model = copy.deepcopy(tiny_model).to(torch.bfloat16)
+    policy = HFPolicy(model, tokenizer, name="tiny")
+    assert policy.inference_dtype == torch.bfloat16 and policy.generator_model is model
+    assert HFPolicy(tiny_model, tokenizer, name="tiny").inference_dtype == torch.float32
+    told = HFPolicy(model, tokenizer, name="tiny", inference_dtype="float32")
+    assert told.inference_dtype == torch.float32
+    params = SamplingParams(temperature=0.0, max_new_tokens=4)
+    [generation] = policy.generate([GenerationRequest(prompts_for(policy, 1)[0])], params)
+    assert len(generation.token_ids) == 4
 
 
 def test_unsupported_architectures_fall_back(tokenizer):

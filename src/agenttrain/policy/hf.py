@@ -63,15 +63,21 @@ class HFPolicy:
         max_context: int | None = None,
         cache_slots: int = DEFAULT_SLOTS,
         fast: bool = True,
-        inference_dtype: InferenceDtype = "float32",
+        inference_dtype: InferenceDtype | None = None,
         decode: DecodePath = "auto",
         compile_step: bool | None = None,
     ) -> None:
         self.name = name
         self.model = model
         device = next(model.parameters()).device
-        dtype = resolve_inference_dtype(inference_dtype, device)
         own_dtype = next(model.parameters()).dtype
+        # None: the model's own dtype. A float32 default once decoded bf16 models on a GPU
+        # from a float32 copy, at a third of the speed, without a word.
+        dtype = (
+            own_dtype
+            if inference_dtype is None
+            else resolve_inference_dtype(inference_dtype, device)
+        )
         self.generator_model = self._generation_copy(model, dtype, own_dtype)
         self.tokenizer = tokenizer
         self.template = ChatTemplate(tokenizer, system_prompt)
