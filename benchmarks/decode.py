@@ -39,6 +39,7 @@ import contextlib
 import copy
 import json
 import platform
+import statistics
 import time
 import traceback
 from pathlib import Path
@@ -85,7 +86,9 @@ def timed(device: torch.device, call):
     return time.perf_counter() - started, result
 
 
-def anchor(model, tokenizer, batch, new_tokens, compile_forward: bool, explicit=False) -> dict:
+def anchor(
+    model, tokenizer, batch, new_tokens, compile_forward: bool, repeats: int, explicit=False
+) -> dict:
     """transformers' static-cache generate (compiled by transformers unless told not to, or
     `explicit`: a copy whose forward is compiled here): warm-up call, then the timed call."""
     device = next(model.parameters()).device
@@ -112,9 +115,19 @@ def anchor(model, tokenizer, batch, new_tokens, compile_forward: bool, explicit=
     )
     with torch.inference_mode():
         warmup, _ = timed(device, lambda: model.generate(**kwargs))
-        seconds, _ = timed(device, lambda: model.generate(**kwargs))
-    tokens = len(batch) * new_tokens
-    return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
+        runs = [timed(device, lambda: model.generate(**kwargs))[0] for _ in range(repeats)]
+    return summary(warmup, runs, len(batch) * new_tokens)
+
+
+def summary(warmup: float, runs: list[float], tokens: int) -> dict:
+    """The median of the timed calls (single calls of 0.3 s varied up to 2x between runs on
+    an H200), with every call's seconds."""
+    return {
+        "warmup_s": round(warmup, 2),
+        "seconds": round(statistics.median(runs), 3),
+        "runs_s": [round(r, 3) for r in runs],
+        "tokens": tokens,
+    }
 
 
 def play(policy, batch, params, turns: int, name: str) -> tuple[float, int]:
@@ -137,7 +150,9 @@ def play(policy, batch, params, turns: int, name: str) -> tuple[float, int]:
     return seconds, tokens
 
 
-def agenttrain_run(policy, batch, new_tokens, turns: int = 1, profile: Path | None = None):
+def agenttrain_run(
+    policy, batch, new_tokens, turns: int = 1, repeats: int = 1, profile: Path | None = None
+):
     """The same `turns` over other episodes as a warm-up (captures and compiles for every
     context width the turns reach happen there), then timed; `profile`: a torch.profiler
     table of the timed turns, sorted by device time."""
@@ -145,22 +160,30 @@ def agenttrain_run(policy, batch, new_tokens, turns: int = 1, profile: Path | No
     params = SamplingParams(temperature=0.7, max_new_tokens=new_tokens)
     warmup, _ = play(policy, batch, params, turns, "w")
     if profile is None:
+        runs = [play(policy, batch, params, turns, f"e{i}_") for i in range(repeats)]
+        return summary(warmup, [seconds for seconds, _ in runs], runs[0][1])
+    seconds, tokens = profiled(policy, batch, params, turns, profile)
+    return {**summary(warmup, [seconds], tokens), "profiled": True}
+
+
+def profiled(policy, batch, params, turns: int, profile: Path) -> tuple[float, int]:
+    """`play` once with its phases clocked, then once under torch.profiler: a table by device
+    time (by CPU time off CUDA) written to `profile`. The profiled call's seconds and tokens
+    (the profiler slows what it watches: not a speed figure)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if policy.device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with phase_clock(policy.decoder) as phases:  # a plain timed call first, by phase
+        play(policy, batch, params, turns, "p")
+    with torch.profiler.profile(activities=activities) as profiler:
         seconds, tokens = play(policy, batch, params, turns, "e")
-    else:
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if policy.device.type == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with phase_clock(policy.decoder) as phases:  # a plain timed call first, by phase
-            play(policy, batch, params, turns, "p")
-        with torch.profiler.profile(activities=activities) as profiler:
-            seconds, tokens = play(policy, batch, params, turns, "e")
-        order = "self_cuda_time_total" if policy.device.type == "cuda" else "self_cpu_time_total"
-        table = profiler.key_averages().table(sort_by=order, row_limit=40, max_name_column_width=70)
-        profile.parent.mkdir(parents=True, exist_ok=True)
-        clock = "\n".join(f"{name:>12}: {spent:.4f} s" for name, spent in phases.items())
-        profile.write_text(f"seconds by phase (device drained at each end):\n{clock}\n\n{table}")
-        print(f"wrote {profile}\n{clock}", flush=True)
-    return {"warmup_s": round(warmup, 2), "seconds": round(seconds, 3), "tokens": tokens}
+    order = "self_cuda_time_total" if policy.device.type == "cuda" else "self_cpu_time_total"
+    table = profiler.key_averages().table(sort_by=order, row_limit=40, max_name_column_width=70)
+    profile.parent.mkdir(parents=True, exist_ok=True)
+    clock = "\n".join(f"{name:>12}: {spent:.4f} s" for name, spent in phases.items())
+    profile.write_text(f"seconds by phase (device drained at each end):\n{clock}\n\n{table}")
+    print(f"wrote {profile}\n{clock}", flush=True)
+    return seconds, tokens
 
 
 @contextlib.contextmanager
@@ -238,11 +261,11 @@ def path_rows(model, tokenizer, batch, args, path: str, slots: int) -> dict:
     )
     rows = len(batch)
     profile = args.profile and args.profile / f"{path}_{rows}_rows_1_turn.txt"
-    row = {path: rate(agenttrain_run(policy, batch, args.new_tokens, 1, profile))}
+    row = {path: rate(agenttrain_run(policy, batch, args.new_tokens, 1, args.repeats, profile))}
     if path == "graph" and args.turns > 1:
         profile = args.profile and args.profile / f"{path}_{rows}_rows_{args.turns}_turns.txt"
         row[f"graph_{args.turns}_turns"] = rate(
-            agenttrain_run(policy, batch, args.new_tokens, args.turns, profile)
+            agenttrain_run(policy, batch, args.new_tokens, args.turns, args.repeats, profile)
         )
         row["graph_stats"] = dict(policy.decoder.stats)
     return row
@@ -259,6 +282,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[32, 128, 256])
     parser.add_argument("--new-tokens", type=int, default=96)
     parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls; the median is kept")
     parser.add_argument("--no-anchor", action="store_true")
     parser.add_argument("--no-anchor-compile", action="store_true", help="e.g. on CPU")
     parser.add_argument("--no-arena", action="store_true", help="skip the CPU-tuned decoder")
@@ -289,7 +313,14 @@ def main() -> None:
         if not args.no_anchor:  # first, so that a failing path of ours cannot spoil it
             try:
                 row["anchor"] = rate(
-                    anchor(model, tokenizer, batch, args.new_tokens, not args.no_anchor_compile)
+                    anchor(
+                        model,
+                        tokenizer,
+                        batch,
+                        args.new_tokens,
+                        not args.no_anchor_compile,
+                        args.repeats,
+                    )
                 )
             except Exception as error:
                 row["anchor_error"] = f"{type(error).__name__}: {error}"
@@ -297,7 +328,9 @@ def main() -> None:
         if rows in args.explicit_anchor_rows:
             try:
                 row["anchor_explicit"] = rate(
-                    anchor(model, tokenizer, batch, args.new_tokens, True, explicit=True)
+                    anchor(
+                        model, tokenizer, batch, args.new_tokens, True, args.repeats, explicit=True
+                    )
                 )
             except Exception as error:
                 row["anchor_explicit_error"] = f"{type(error).__name__}: {error}"

@@ -34,8 +34,8 @@ fi
 #    agenttrain's graph path with its compiled step and without (graph_eager), same prompts
 #    and token counts, one process; then 6 turns of the graph path. JSON after every row.
 #    (LoRA merged vs unmerged was measured on 2026-11-26, decode_lora_cuda_h200.json: 1.31x.)
-#    On an H200 the anchor's compile took 34-73 s a row count; 320 s ended during 256 rows
-#    with the twice-compiled anchor still tried.
+#    On an H200 the anchor's compile took 31-73 s a row count; the whole check took about
+#    190 s in bf16 with one timed call a figure (now the median of --repeats 3).
 check decode 380 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
   --new-tokens "$TOKENS" --turns "$TURNS" "${ANCHOR[@]}" --out "$OUT/decode_$DEVICE.json"
 # 1b. Where a decode call's time goes: torch.profiler tables (by device time) of the graph
