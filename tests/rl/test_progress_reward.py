@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from typer.testing import CliRunner
 
@@ -123,3 +125,97 @@ def test_episodes_that_broke_the_action_format_score_the_penalty_less(tiny_model
         [1.0] * len(solved) + [0.0] * len(cut + broken),
         {},
     )
+
+
+def replayed_task(task_id: int, actions: list[str]) -> list:
+    """`actions` played in the real TextCraft game on `task_id`, as turns."""
+    import asyncio
+
+    from agenttrain.envs import make_env
+    from agenttrain.rollout.trajectory import Turn
+
+    env = make_env("textcraft")
+
+    async def play():
+        await env.reset(task_id)
+        return [await env.step(action) for action in actions]
+
+    results = asyncio.run(play())
+    return [
+        Turn(f"Action: {a}", a, r.observation, r.reward, r.done)
+        for a, r in zip(actions, results, strict=True)
+    ]
+
+
+def replayed(episode, actions: list[str]):
+    """`episode` (a real TextCraft episode) with its turns replaced by `actions` played from
+    the same task: the observations are the game's own."""
+    import copy
+
+    out = copy.deepcopy(episode)
+    out.turns = replayed_task(episode.task_id, actions)
+    out.success = any(turn.done for turn in out.turns)
+    out.reward = out.turns[-1].reward  # the last step's, as AgentGym reports it
+    return out
+
+
+def test_turns_that_repeat_a_refused_action_unchanged_are_looping(tmp_path):
+    """reward.loop_penalty's count, on real TextCraft play: a refused craft tried again as it
+    was loops; tried again after fetching what it lacked does not, and neither does an
+    accepted action repeated (the oracle crafts planks twice when it needs eight)."""
+    from agenttrain.envs.textcraft.game import refused
+    from agenttrain.rl.rewards import looping_turns
+
+    episodes = cut_oracle_episodes(tmp_path, max_turns=30)
+    assert all(looping_turns(e, refused) == 0 for e in episodes)  # the oracle never loops
+    assert any(  # ... though it repeats accepted actions
+        a.action == b.action for e in episodes for a, b in pairwise(e.turns)
+    )
+    actions = [turn.action for turn in episodes[0].turns]
+    craft = next(a for a in actions if a.startswith("craft"))
+    looped = replayed(episodes[0], [craft, craft, craft, *actions])
+    assert refused(looped.turns[0].observation)
+    assert looping_turns(looped, refused) == 2
+    before = actions[: actions.index(craft)]
+    recovered = replayed(episodes[0], [craft, *before, craft])
+    assert not refused(recovered.turns[-1].observation)
+    assert looping_turns(recovered, refused) == 0
+
+
+def test_every_refusal_of_the_textcraft_game_is_recognised():
+    from agenttrain.envs.textcraft.game import refused
+
+    actions = ["craft 1 stick using 2 planks", "get 1 stick", "jump"]
+    actions += ["craft 1 stick using two planks", "inventory"]
+    turns = replayed_task(100, actions)
+    assert [refused(t.observation) for t in turns] == [True, True, True, True, False]
+
+
+def test_looping_episodes_score_the_penalty_times_their_looping_share(tiny_model_dir, tmp_path):
+    """A group whose episodes all fail still differs by how much of its budget each spent
+    going nowhere; solved episodes keep their score, errored ones are left alone, an
+    environment that cannot tell refusals is refused before the run, and 0 (the default)
+    changes nothing."""
+    solved = cut_oracle_episodes(tmp_path / "solved", max_turns=30)
+    craft = next(t.action for t in solved[0].turns if t.action.startswith("craft"))
+    looping = replayed(solved[0], [craft] * 4)  # 3 of 4 turns loop
+    errored = replayed(solved[0], [craft] * 4)
+    errored.finish_reason = "env_error"
+    episodes = [*solved, looping, errored]
+    base = [1.0] * len(solved) + [0.0, 0.0]
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        "env.name=textcraft",
+        "rollout.action_format=react",
+        "reward.loop_penalty=0.5",
+    )
+    scores, metrics = Trainer(config)._score(episodes, 1)
+    assert scores == pytest.approx([*base[:-2], -0.5 * 3 / 4, 0.0])
+    assert metrics["reward/looping"] == pytest.approx([0.0] * len(solved) + [0.75, 0.0])
+    plain = recipe(tiny_model_dir, tmp_path / "plain", "env.name=textcraft")
+    assert Trainer(plain)._score(episodes, 1) == (base, {})
+    largest = recipe(tiny_model_dir, tmp_path / "largest", "reward.loop_penalty=0.5")
+    with pytest.raises(RewardFunctionError, match="largest does not say which observations"):
+        Trainer(largest)
+    assert not (tmp_path / "largest").exists()

@@ -173,6 +173,10 @@ class EnvSpec:
     """How far an unsolved episode of a task got, from 0 to 1, given the actions it sent
     (TextCraft: the share of the goal's intermediate items crafted). Training adds
     `reward.progress_weight` times it to a failed episode's score; evaluation never does."""
+    refused: Callable[[str], bool] | None = None
+    """Whether an observation says the environment refused the action and changed nothing
+    (TextCraft: "Could not find enough items to craft ..."). Training's
+    `reward.loop_penalty` counts actions sent again unchanged after such a refusal."""
     action_fields: tuple[str, ...] = ()
     """The fields of its JSON action (econ: work, consumption). `agenttrain compare` shows
     the distributions of these only, not of stray keys in malformed replies."""

@@ -204,6 +204,13 @@ class RewardConfig(Section):
     off in a repetition loop, a missing `Action:`) scores this much less, solved or not, so a
     group whose failures differ only in format still teaches the format. 0: off. Evaluation
     always scores success only."""
+    loop_penalty: float = Field(0.0, ge=0, lt=1)
+    """Training only: an episode scores this much less times its share of looping turns
+    (a turn that sends again, word for word, an action the environment just refused, such
+    as a TextCraft craft tried again without fetching what it lacked), so a group of
+    failures differs by how much of its budget each spent going nowhere. 0: off. Needs an
+    environment that says which observations are refusals (TextCraft). Evaluation always
+    scores success only."""
 
     @model_validator(mode="after")
     def _fade_needs_a_weight(self) -> RewardConfig:

@@ -23,6 +23,7 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,7 @@ def _finite(value: Any, function: Callable[..., Any], trajectory: Trajectory) ->
 
 
 Progress = Callable[[int, Sequence[str]], float]
+Refusal = Callable[[str], bool]
 """An environment's progress of an episode: (task id, actions sent) -> 0..1 (`EnvSpec.progress`)."""
 
 
@@ -195,11 +197,68 @@ def subtract_format_penalty(
     """Scores with `penalty` taken from every unerrored episode that holds a reply the action
     format refused, and which episodes were penalised (logged as their share,
     `reward/format_penalised`). Errored episodes are left alone: they are not trained on."""
+    return _subtract(trajectories, scores, penalty, _broke_format, "reward/format_penalised")
+
+
+def subtract_loop_penalty(
+    trajectories: Sequence[Trajectory],
+    scores: Sequence[float],
+    penalty: float,
+    refusals: dict[str, Refusal],
+) -> tuple[list[float], dict[str, list[float]]]:
+    """Scores with `penalty` × the episode's share of looping turns (`looping_turns`) taken
+    from every unerrored episode, and those shares (logged as their mean, `reward/looping`)."""
+
+    def share(trajectory: Trajectory) -> float:
+        loops = looping_turns(trajectory, refusals[trajectory.env])
+        return loops / max(1, trajectory.num_turns)
+
+    return _subtract(trajectories, scores, penalty, share, "reward/looping")
+
+
+def looping_turns(trajectory: Trajectory, refused: Refusal) -> int:
+    """Turns that send again, word for word, an action the environment just refused: a loop
+    that changes nothing (TextCraft: a craft tried again without fetching what it lacked). A
+    repeat of an accepted action (crafting planks twice) is not one."""
+    return sum(
+        turn.action is not None and turn.action == before.action and refused(before.observation)
+        for before, turn in pairwise(trajectory.turns)
+    )
+
+
+def refusal_functions(specs: Sequence[EnvSpec], penalty: float) -> dict[str, Refusal]:
+    """Each environment's refusal test, when `reward.loop_penalty` asks for them; one without
+    it is a configuration error, not a penalty that never applies."""
+    if penalty == 0:
+        return {}
+    missing = [spec.name for spec in specs if spec.refused is None]
+    if missing:
+        raise RewardFunctionError(
+            f"reward.loop_penalty is {penalty} but {', '.join(missing)} does not say which "
+            "observations refuse an action (environments that do: textcraft); set "
+            "reward.loop_penalty=0"
+        )
+    return {spec.name: spec.refused for spec in specs if spec.refused is not None}
+
+
+def _broke_format(trajectory: Trajectory) -> float:
+    return float(trajectory.format_errors > 0)
+
+
+def _subtract(
+    trajectories: Sequence[Trajectory],
+    scores: Sequence[float],
+    penalty: float,
+    amount: Callable[[Trajectory], float],
+    metric: str,
+) -> tuple[list[float], dict[str, list[float]]]:
+    """`penalty` × `amount(episode)` taken from each unerrored episode's score, and the
+    amounts under `metric`. 0: the scores unchanged and nothing logged."""
     if not penalty:
         return list(scores), {}
-    shaped, penalised = [], []
+    shaped, amounts = [], []
     for trajectory, score in zip(trajectories, scores, strict=True):
-        broke = not trajectory.errored and trajectory.format_errors > 0
-        shaped.append(score - penalty if broke else score)
-        penalised.append(float(broke))
-    return shaped, {"reward/format_penalised": penalised}
+        share = 0.0 if trajectory.errored else amount(trajectory)
+        shaped.append(score - penalty * share)
+        amounts.append(share)
+    return shaped, {metric: amounts}

@@ -49,8 +49,10 @@ from agenttrain.rl.rewards import (
     load_reward_function,
     progress_functions,
     progress_weight_at,
+    refusal_functions,
     score_episode,
     subtract_format_penalty,
+    subtract_loop_penalty,
 )
 from agenttrain.rl.stats import stats, timed
 from agenttrain.rl.step_batch import StepBatch
@@ -91,6 +93,10 @@ class Trainer(TrainingRun):
             [part.spec for part in self.environments.parts], config.reward.progress_weight
         )
         """Partial credit per environment (empty unless `reward.progress_weight` asks)."""
+        self.refusals = refusal_functions(
+            [part.spec for part in self.environments.parts], config.reward.loop_penalty
+        )
+        """Refusal tests per environment (empty unless `reward.loop_penalty` asks)."""
         self._set_up_run(allow_config_change)
         self.model, self.tokenizer = self._build_model()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -672,14 +678,18 @@ class Trainer(TrainingRun):
         """Each episode's training score: the environment's reward or the custom function's,
         plus partial credit for progress when `reward.progress_weight` asks for it (faded by
         step when `reward.progress_fade_steps` says so), minus `reward.format_penalty` for an
-        episode with a reply the action format refused; and the per-episode values of the
-        extra metrics, averaged over the whole step when logged."""
+        episode with a reply the action format refused, minus `reward.loop_penalty` times its
+        share of looping turns; and the per-episode values of the extra metrics, averaged
+        over the whole step when logged."""
         scores, extras = self._base_scores(trajectories)
         weight = self.progress_weight(step)
         shaped, progress = add_progress(trajectories, scores, self.progress, weight)
-        penalty = self.config.reward.format_penalty
-        shaped, penalised = subtract_format_penalty(trajectories, shaped, penalty)
-        return shaped, {**extras, **progress, **penalised}
+        reward = self.config.reward
+        shaped, penalised = subtract_format_penalty(trajectories, shaped, reward.format_penalty)
+        shaped, looping = subtract_loop_penalty(
+            trajectories, shaped, reward.loop_penalty, self.refusals
+        )
+        return shaped, {**extras, **progress, **penalised, **looping}
 
     def progress_weight(self, step: int) -> float:
         """This step's partial-credit weight (`reward.progress_weight`, faded if asked)."""

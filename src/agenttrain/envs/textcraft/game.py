@@ -28,6 +28,15 @@ class ActionFailed(Exception):
     """An invalid action; its message is the observation the agent receives."""
 
 
+REFUSALS = ("Could not ", "Wrong item format: ")
+"""How every `ActionFailed` message begins: the game refused the action, nothing changed."""
+
+
+def refused(observation: str) -> bool:
+    """Whether `observation` is the game refusing an action (the state is unchanged)."""
+    return observation.startswith(REFUSALS)
+
+
 @dataclass(frozen=True)
 class ItemRef:
     """A typed name resolved to either a tag or an item id (exactly one is set)."""
