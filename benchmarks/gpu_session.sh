@@ -5,10 +5,14 @@
 # Each check has its own time limit and the next one runs whatever the last did, so one hang
 # or crash costs its own slot only. Everything lands in $OUT (logs, JSON, metrics).
 # A smoke run on CPU (small shapes, no compile): DEVICE=cpu QUICK=1 OUT=/tmp/o bash benchmarks/gpu_session.sh
+# CHECKS picks the checks (default: decode profile sft_then_grpo, about 10 minutes); "big" adds
+# the 2.9B shape's decode against the anchor (about 5 minutes), e.g. CHECKS="decode big".
 set -uo pipefail
 OUT=${OUT:?set OUT to a folder for the results}
 DEVICE=${DEVICE:-cuda}
 QUICK=${QUICK:-0}
+CHECKS=${CHECKS:-decode profile sft_then_grpo}
+wants() { [[ " $CHECKS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 PY=python3  # the GPU machine's; a CPU smoke run uses the project's .venv
 [ "$DEVICE" = cpu ] && [ -x .venv/bin/python ] && PY=.venv/bin/python
@@ -36,12 +40,13 @@ fi
 #    (LoRA merged vs unmerged was measured on 2026-11-26, decode_lora_cuda_h200.json: 1.31x.)
 #    On an H200 the anchor's compile took 31-73 s a row count; the whole check took about
 #    190 s in bf16 with one timed call a figure (now the median of --repeats 3).
-check decode 380 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[@]}" \
-  --new-tokens "$TOKENS" --turns "$TURNS" "${ANCHOR[@]}" --out "$OUT/decode_$DEVICE.json"
+wants decode && check decode 380 "$PY" benchmarks/decode.py --device "$DEVICE" \
+  --rows "${ROWS[@]}" --new-tokens "$TOKENS" --turns "$TURNS" "${ANCHOR[@]}" \
+  --out "$OUT/decode_$DEVICE.json"
 # 1b. Where a decode call's time goes: torch.profiler tables (by device time) of the graph
 #     path at the smallest row count, one turn and all turns (a run of its own: profiling
 #     slows what it watches, so these calls are not the figures above).
-check profile 80 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[0]}" \
+wants profile && check profile 80 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[0]}" \
   --new-tokens "$TOKENS" --turns "$TURNS" --no-anchor --no-arena --no-graph-eager \
   --profile "$OUT/profile" --out "$OUT/decode_profiled_$DEVICE.json"
 # 2. The recipe's GRPO step, as the recipe runs it: oracle demonstrations, SFT on the device,
@@ -64,8 +69,8 @@ sft_then_grpo() {
 }
 export -f sft_then_grpo
 export OUT PY DEVICE STEPS SFT_EPISODES
-check sft_then_grpo 130 bash -c sft_then_grpo
-"$PY" - "$OUT/grpo/metrics.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
+wants sft_then_grpo && check sft_then_grpo 130 bash -c sft_then_grpo
+wants sft_then_grpo && "$PY" - "$OUT/grpo/metrics.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
 import json, sys
 keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/generated_tokens",
         "num_turns/mean", "rollout/informative_group_share", "rollout/trained_episodes",
@@ -78,5 +83,13 @@ for row in rows:
     print("grpo step", row.get("training/global_step"),
           " ".join(f"{k}={row[k]:.4g}" for k in keys if k in row))
 EOF
+# 3. The 2.9B Qwen2.5 shape (random weights: speed only) against the anchor, one turn, 32 and
+#    128 rows (issue 22's target: >= 1.0x). GPU only: the model is made on the card.
+if wants big && [ "$DEVICE" = cuda ]; then
+  check big_model 120 "$PY" /tmp/gpu/random_model.py --size 3b --out /tmp/q3b
+  check decode_3b 300 "$PY" benchmarks/decode.py --device "$DEVICE" --model /tmp/q3b \
+    --rows 32 128 --new-tokens "$TOKENS" --turns 1 --no-arena --no-graph-eager \
+    --out "$OUT/decode_3b_$DEVICE.json"
+fi
 rm -rf "$OUT/grpo/checkpoints" "$OUT/sft/checkpoints"  # large, not needed for figures
 echo "done; figures: $OUT/summary.txt, decode_*.json, grpo/metrics.jsonl"
