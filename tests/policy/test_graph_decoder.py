@@ -13,7 +13,7 @@ from agenttrain.policy.base import GenerationRequest, SamplingParams
 from agenttrain.policy.decoder import LlamaFamilyDecoder
 from agenttrain.policy.graph_decoder import SYNC_EVERY, GraphDecoder, bucket
 from agenttrain.policy.hf import HFPolicy
-from agenttrain.policy.sampling import counter_uniforms, race, token_logprobs, truncate
+from agenttrain.policy.sampling import race, token_logprobs, truncate
 
 
 def forward_logprobs(model, prompt, generated, temperature):
@@ -184,16 +184,6 @@ def test_bucket_sizes_are_powers_of_two_multiples_capped():
         4096,
         4096,
     ]
-
-
-def test_counter_uniforms_depend_only_on_seed_and_counter():
-    seeds, counters = torch.tensor([1, 2, 1]), torch.tensor([0, 0, 5])
-    u = counter_uniforms(seeds, counters)
-    assert u[0] != u[1] and u[0] != u[2]
-    assert counter_uniforms(seeds[2:], counters[2:])[0] == u[2]
-    many = counter_uniforms(torch.full((20000,), 9), torch.arange(20000))
-    assert float(many.min()) >= 0.0 and float(many.max()) < 1.0
-    assert abs(float(many.mean()) - 0.5) < 0.01
 
 
 def deep_tiny_model(tokenizer, layers=10):

@@ -87,15 +87,6 @@ def counter_bits(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
     return z ^ _shift(z, 31)
 
 
-def counter_uniforms(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
-    """Uniforms in [0, 1) from (seed, counter) pairs of int64 tensors, on their device.
-
-    A row's draw depends only on its own seed and step, never on the batch it runs in, and
-    needs no generator object: the GPU decode step draws inside a captured graph with it.
-    """
-    return _shift(counter_bits(seeds, counters), 11).double() * (1.0 / (1 << 53))
-
-
 def race(
     logits: torch.Tensor,
     temperature: float,
