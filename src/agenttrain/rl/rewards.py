@@ -142,22 +142,31 @@ def _finite(value: Any, function: Callable[..., Any], trajectory: Trajectory) ->
 
 
 Progress = Callable[[int, Sequence[str]], float]
-Refusal = Callable[[str], bool]
 """An environment's progress of an episode: (task id, actions sent) -> 0..1 (`EnvSpec.progress`)."""
+Refusal = Callable[[str], bool]
+"""Whether an observation is the environment refusing an action (`EnvSpec.refused`)."""
 
 
 def progress_functions(specs: Sequence[EnvSpec], weight: float) -> dict[str, Progress]:
     """Each environment's progress function, when `reward.progress_weight` asks for them; an
     environment without one is a configuration error, not a silent success-only reward."""
-    if weight == 0:
+    return _required(specs, "progress", "reward.progress_weight", weight, "reports no progress")
+
+
+def _required(
+    specs: Sequence[EnvSpec], attribute: str, setting: str, value: float, lacks: str
+) -> dict[str, Any]:
+    """{env name: spec.<attribute>} when `setting` (= `value`) is on; an environment whose
+    spec lacks it is a RewardFunctionError naming it and the way out."""
+    if value == 0:
         return {}
-    missing = [spec.name for spec in specs if spec.progress is None]
+    missing = [spec.name for spec in specs if getattr(spec, attribute) is None]
     if missing:
         raise RewardFunctionError(
-            f"reward.progress_weight is {weight} but {', '.join(missing)} reports no progress "
-            "(environments that do: textcraft); set reward.progress_weight=0"
+            f"{setting} is {value} but {', '.join(missing)} {lacks} "
+            f"(environments that do: textcraft); set {setting}=0"
         )
-    return {spec.name: spec.progress for spec in specs if spec.progress is not None}
+    return {spec.name: getattr(spec, attribute) for spec in specs}
 
 
 def progress_weight_at(step: int, weight: float, fade_steps: int) -> float:
@@ -229,16 +238,8 @@ def looping_turns(trajectory: Trajectory, refused: Refusal) -> int:
 def refusal_functions(specs: Sequence[EnvSpec], penalty: float) -> dict[str, Refusal]:
     """Each environment's refusal test, when `reward.loop_penalty` asks for them; one without
     it is a configuration error, not a penalty that never applies."""
-    if penalty == 0:
-        return {}
-    missing = [spec.name for spec in specs if spec.refused is None]
-    if missing:
-        raise RewardFunctionError(
-            f"reward.loop_penalty is {penalty} but {', '.join(missing)} does not say which "
-            "observations refuse an action (environments that do: textcraft); set "
-            "reward.loop_penalty=0"
-        )
-    return {spec.name: spec.refused for spec in specs if spec.refused is not None}
+    lacks = "does not say which observations refuse an action"
+    return _required(specs, "refused", "reward.loop_penalty", penalty, lacks)
 
 
 def _broke_format(trajectory: Trajectory) -> float:
