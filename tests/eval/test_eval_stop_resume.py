@@ -92,3 +92,28 @@ def test_an_eval_into_a_folder_of_another_evaluation_is_refused_unless_replaced(
     assert code == 0, output
     settings = json.loads((out / slug(str(tiny_model_dir)) / "settings.json").read_text())
     assert settings["rollout"]["max_new_tokens"] == 8
+
+
+def test_more_samples_or_tasks_into_the_same_folder_keep_the_episodes_played(
+    tiny_model_dir, tmp_path
+):
+    out = tmp_path / "eval"
+    base = [sys.executable, "-m", "agenttrain", "eval", "--split", "test", "--max-turns", "1"]
+    base += ["--max-new-tokens", "4", "--model", str(tiny_model_dir), "--out", str(out)]
+    episodes = out / slug(str(tiny_model_dir)) / "episodes.jsonl"
+    code, output = run([*base, "--tasks", "0-1", "-n", "1"])
+    assert code == 0, output
+    first = episodes.read_text().splitlines()
+
+    code, output = run([*base, "--tasks", "0-2", "-n", "2"])
+    assert code == 0, output
+    assert "2 episodes already played, 4 to go" in output
+    lines = episodes.read_text().splitlines()
+    played = keys(episodes)
+    assert len(set(played)) == 6 and {s for _, _, s in played} == {0, 1}
+    assert len({t for t, _, _ in played}) == 3
+    assert set(first) <= set(lines)  # the first run's episodes, kept as they were
+
+    code, output = run([*base, "--tasks", "0-2", "-n", "1"])  # fewer: would drop episodes
+    assert code == 2, output
+    assert "n 2 -> 1" in output

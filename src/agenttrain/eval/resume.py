@@ -3,7 +3,9 @@ same command again plays only the missing ones.
 
 Each model's folder records the settings it is evaluated with (`settings.json`); a run into
 a folder holding another evaluation of that model (other tasks, samples, temperature, ...)
-is refused unless asked to replace it, so one summary never mixes two evaluations.
+is refused unless asked to replace it, so one summary never mixes two evaluations. Asking
+for more of the same evaluation is not another one: more samples, seeds or tasks keep the
+episodes played (each episode's sampling seed depends on its task, seed and sample only).
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ EPISODES_FILE = "episodes.jsonl"
 PARTIAL_FILE = "episodes.partial.jsonl"
 
 EpisodeKey = tuple[int, int, int]
+
+GROWABLE = ("n", "seeds", "tasks")
+"""Settings that may grow between runs into one folder: the episodes asked for before are
+among those asked for now, played the same way."""
 
 
 class EvalSettingsChanged(ValueError):
@@ -49,7 +55,7 @@ class ModelFolder:
             shutil.rmtree(self.folder)
         elif recorded_file.exists():
             changes = config_changes(json.loads(recorded_file.read_text()), self.settings)
-            if changes:
+            if changes and not only_grown(changes):
                 raise EvalSettingsChanged(
                     f"{self.folder} holds an evaluation of this model with other settings "
                     f"({describe_changes(changes)}); choose another --out, or pass --replace "
@@ -83,6 +89,21 @@ class ModelFolder:
         staging.replace(self.episodes_path)
         self.partial_path.unlink(missing_ok=True)
         return self.episodes_path
+
+
+def only_grown(changes: Mapping[str, tuple[Any, Any]]) -> bool:
+    """Whether `changes` (old, new) only ask for more episodes: more samples per task, or
+    seeds and tasks that include the old ones."""
+    for key, (old, new) in changes.items():
+        if key not in GROWABLE:
+            return False
+        if key == "n" and not (isinstance(old, int) and isinstance(new, int) and new > old):
+            return False
+        if key != "n" and not (isinstance(old, list) and isinstance(new, list)):
+            return False
+        if key != "n" and not set(old) <= set(new):
+            return False
+    return True
 
 
 def _key(trajectory: Trajectory) -> EpisodeKey:
