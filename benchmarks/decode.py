@@ -18,7 +18,10 @@ observations in the chat template) and the same token count (every row generates
   continues the same episodes (keys/values reused), the multi-turn rate. The same turns over
   other episodes run first as its warm-up (before 2026-11-26's second H200 run the warm-up was
   one single-turn call, so captures for the longer contexts of later turns were timed).
-Reported: generated tokens/s (warm call), the warm-up call's seconds (compile/capture).
+Reported: generated tokens/s (warm call), the warm-up call's seconds (compile/capture); for
+multi-turn runs each timed run's seconds per turn (`turns_s`), and the collections Python's
+cyclic collector made during the timed runs (`gc_collections`): on an H200 the first timed
+6-turn run took 3.2-3.9 s and a later one 2.1 s, unexplained.
 `--profile DIR` writes a torch.profiler table of each of our timed calls (by device time).
 
 With `--lora R` the model is wrapped in a rank-R LoRA adapter on all linear layers (a random
@@ -37,6 +40,7 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import gc
 import json
 import platform
 import statistics
@@ -130,24 +134,29 @@ def summary(warmup: float, runs: list[float], tokens: int) -> dict:
     }
 
 
-def play(policy, batch, params, turns: int, name: str) -> tuple[float, int]:
-    """Seconds and tokens of `turns` generate calls over the same episodes (keys reused): each
-    turn appends the reply and a fixed observation."""
+def play(policy, batch, params, turns: int, name: str) -> tuple[float, int, list[float]]:
+    """Seconds, tokens and each turn's seconds of `turns` generate calls over the same
+    episodes (keys reused): each turn appends the reply and a fixed observation."""
     device = policy.device
     observation = policy.template.user_turn_ids(OBSERVATION)
     current = [list(p) for p in batch]
-    seconds, tokens = 0.0, 0
+    turn_seconds, tokens = [], 0
     for turn in range(turns):
         requests = [
             GenerationRequest(p, key=f"{name}{i}", seed=turn) for i, p in enumerate(current)
         ]
         spent, results = timed(device, lambda r=requests: policy.generate(r, params))
-        seconds += spent
+        turn_seconds.append(spent)
         tokens += sum(len(r.token_ids) for r in results)
         current = [p + r.token_ids + observation for p, r in zip(current, results, strict=True)]
     for i in range(len(batch)):
         policy.release(f"{name}{i}")
-    return seconds, tokens
+    return sum(turn_seconds), tokens, turn_seconds
+
+
+def gc_collections() -> int:
+    """Collections of Python's cyclic collector so far, all generations."""
+    return sum(generation["collections"] for generation in gc.get_stats())
 
 
 def agenttrain_run(
@@ -158,10 +167,14 @@ def agenttrain_run(
     table of the timed turns, sorted by device time."""
     policy.decoder.stop_ids = frozenset()  # every row generates exactly new_tokens
     params = SamplingParams(temperature=0.7, max_new_tokens=new_tokens)
-    warmup, _ = play(policy, batch, params, turns, "w")
+    warmup, *_ = play(policy, batch, params, turns, "w")
     if profile is None:
+        collections = gc_collections()
         runs = [play(policy, batch, params, turns, f"e{i}_") for i in range(repeats)]
-        return summary(warmup, [seconds for seconds, _ in runs], runs[0][1])
+        result = summary(warmup, [seconds for seconds, *_ in runs], runs[0][1])
+        if turns > 1:  # which turns are slow, and whether Python's collector ran meanwhile
+            result["turns_s"] = [[round(t, 3) for t in turn_s] for *_, turn_s in runs]
+        return {**result, "gc_collections": gc_collections() - collections}
     seconds, tokens = profiled(policy, batch, params, turns, profile)
     return {**summary(warmup, [seconds], tokens), "profiled": True}
 
@@ -176,7 +189,7 @@ def profiled(policy, batch, params, turns: int, profile: Path) -> tuple[float, i
     with phase_clock(policy.decoder) as phases:  # a plain timed call first, by phase
         play(policy, batch, params, turns, "p")
     with torch.profiler.profile(activities=activities) as profiler:
-        seconds, tokens = play(policy, batch, params, turns, "e")
+        seconds, tokens, _ = play(policy, batch, params, turns, "e")
     order = "self_cuda_time_total" if policy.device.type == "cuda" else "self_cpu_time_total"
     table = profiler.key_averages().table(sort_by=order, row_limit=40, max_name_column_width=70)
     profile.parent.mkdir(parents=True, exist_ok=True)
