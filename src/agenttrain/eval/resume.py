@@ -94,16 +94,14 @@ class ModelFolder:
 def only_grown(changes: Mapping[str, tuple[Any, Any]]) -> bool:
     """Whether `changes` (old, new) only ask for more episodes: more samples per task, or
     seeds and tasks that include the old ones."""
-    for key, (old, new) in changes.items():
-        if key not in GROWABLE:
-            return False
-        if key == "n" and not (isinstance(old, int) and isinstance(new, int) and new > old):
-            return False
-        if key != "n" and not (isinstance(old, list) and isinstance(new, list)):
-            return False
-        if key != "n" and not set(old) <= set(new):
-            return False
-    return True
+    return all(_grows(key, old, new) for key, (old, new) in changes.items())
+
+
+def _grows(key: str, old: Any, new: Any) -> bool:
+    if key == "n":
+        return isinstance(old, int) and isinstance(new, int) and new > old
+    lists = isinstance(old, list) and isinstance(new, list)
+    return key in GROWABLE and lists and set(old) <= set(new)
 
 
 def _key(trajectory: Trajectory) -> EpisodeKey:
