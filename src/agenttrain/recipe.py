@@ -45,11 +45,14 @@ class DemosStage(Section):
     recovery: float = Field(0.0, ge=0.0, le=1.0)
     """Share of demonstrations rewritten with a refused craft and its recovery (TextCraft;
     `agenttrain demos --recovery`)."""
+    recovery_style: Literal["plain", "inventory"] = "plain"
+    """plain: the recovery gets the ingredient at once; inventory: it checks the inventory
+    first and names what it lacks (`agenttrain demos --recovery-style`)."""
 
     @model_validator(mode="after")
     def _recovery_exists(self) -> DemosStage:
         if self.recovery:
-            check_recovery(self.env)
+            check_recovery(self.env, self.recovery_style, self.action_format)
         return self
 
 
@@ -244,7 +247,9 @@ class Recipe:
         )
         staging = self.demos_path.with_suffix(".partial")
         result = write_demos(solver_config, staging, self.console)
-        recovered = add_recovery(staging, demos.env, demos.recovery, self.config.run.seed)
+        recovered = add_recovery(
+            staging, demos.env, demos.recovery, self.config.run.seed, demos.recovery_style
+        )
         staging.rename(self.demos_path)
         self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")
@@ -386,8 +391,9 @@ class Recipe:
         if stage == "demos":
             demos = self.config.demos.model_dump(mode="json")
             recorded = (self.records.get("demos") or {}).get("demos", {})
-            if not demos["recovery"] and not recorded.get("recovery"):
-                del demos["recovery"]  # runs recorded before the setting existed still match
+            for key, default in (("recovery", 0.0), ("recovery_style", "plain")):
+                if demos[key] == default and recorded.get(key, default) == default:
+                    del demos[key]  # runs recorded before the setting existed still match
             return {"demos": demos, "seed": self.config.run.seed}
         if stage == "SFT":
             own = self.sft_config.model_dump(mode="json")

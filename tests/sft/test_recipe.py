@@ -241,16 +241,19 @@ def test_rft_without_tasks_of_its_own_or_grpo_trajectories_says_what_to_set(tmp_
 def test_the_demos_stage_rewrites_a_share_with_recoveries_and_records_it(tmp_path):
     from agenttrain.recipe import Recipe, load_recipe
 
-    def demos_stage(recovery: str) -> Recipe:
-        overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1,2,3,4,5]"]
-        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), [*overrides, recovery]))
+    def demos_stage(*recovery: str) -> Recipe:
+        overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1,2,3,4,5]", *recovery]
+        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), overrides))
 
-    path = demos_stage("demos.recovery=1").make_demos()
+    path = demos_stage("demos.recovery=1", "demos.recovery_style=inventory").make_demos()
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert sum("turns" not in record for record in records) >= 5  # chat records: rewritten
     assert any(m.get("loss") is False for r in records for m in r["messages"])
-    with pytest.raises(StageChanged):  # the same folder without recoveries is another run
-        demos_stage("demos.recovery=0").make_demos()
+    checks = [m for r in records for m in r["messages"] if m["content"].endswith("\ninventory")]
+    assert len(checks) >= 5  # the style reached the rewrite
+    for other in (["demos.recovery=0"], ["demos.recovery=1"]):  # another run, each
+        with pytest.raises(StageChanged):
+            demos_stage(*other).make_demos()
 
 
 def test_recoveries_for_an_env_without_them_are_refused_when_the_recipe_loads():

@@ -33,7 +33,9 @@ def test_a_recovery_demo_is_refused_untrained_then_recovers_trained(tmp_path):
             check_recovery(record, conversation.trainable)
 
 
-def check_recovery(record, trainable):
+def check_recovery(record, trainable, checked=False):
+    """One refused craft without loss, then (`checked`: an inventory check, then) a trained
+    `get`, every observation the game's, and the goal made."""
     messages = record["messages"]
     replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     assert not trainable[replies[0]]  # the acknowledgement, as in trajectories
@@ -42,8 +44,12 @@ def check_recovery(record, trainable):
     assert len(refused) == 1  # one slip, and nothing else is refused
     slip = refused[0]
     assert not trainable[slip] and ACTION.search(messages[slip]["content"])[1].startswith("craft")
-    recovery = messages[slip + 2]["content"]
-    assert trainable[slip + 2] and ACTION.search(recovery)[1].startswith("get ")
+    recovery = slip + 2 + 2 * checked
+    fetched = ACTION.search(messages[recovery]["content"])[1]
+    assert trainable[recovery] and fetched.startswith("get ")
+    if checked:
+        assert ACTION.search(messages[slip + 2]["content"])[1] == "inventory"
+        check_named_lack(messages[recovery - 1]["content"], messages[recovery]["content"])
     assert all(trainable[i] for i in replies[1:] if i != slip)
     # Every observation is the game's answer to the action before it, and the goal is made.
     env = TextCraftEnv()
@@ -53,6 +59,36 @@ def check_recovery(record, trainable):
         if i + 1 < len(messages):
             assert messages[i + 1]["content"] == result.observation
     assert result.reward == 1.0 and result.done
+
+
+def check_named_lack(inventory: str, reply: str) -> None:
+    """The `get` after an inventory check names the item it fetches and what the inventory
+    holds of it."""
+    item = re.search(r"Action:\nget [0-9]+ (.*)$", reply)[1]
+    held = dict((name, int(n)) for name, n in re.findall(r"\[(.+?)\] \(([0-9]+)\)", inventory))
+    if item in held:
+        assert f"The inventory has only {held[item]} {item}, not enough." in reply
+    else:
+        assert f"The inventory has no {item}." in reply
+
+
+def test_inventory_style_checks_the_inventory_and_names_what_it_lacks(tmp_path):
+    _, records = demos(tmp_path / "demos.jsonl", "--recovery", "1", "--recovery-style", "inventory")
+    rewritten = [record for record in records if "turns" not in record]
+    assert len(rewritten) >= 10
+    conversations = list(read_conversations(tmp_path / "demos.jsonl"))
+    for record, conversation in zip(records, conversations, strict=True):
+        if record in rewritten:
+            check_recovery(record, conversation.trainable, checked=True)
+
+
+def test_inventory_style_in_a_format_without_thoughts_is_refused_before_playing(tmp_path):
+    out = tmp_path / "demos.jsonl"
+    args = ["demos", "--out", str(out), "--recovery", "1", "--recovery-style", "inventory"]
+    result = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert "--recovery-style inventory writes react replies" in result.output
+    assert not out.exists()
 
 
 def rewrites(records):

@@ -11,6 +11,7 @@ import typer
 from agenttrain.cli.options import (
     ActionFormat,
     DeviceOption,
+    RecoveryStyle,
     ServerOption,
     SplitOption,
     TokenOption,
@@ -111,6 +112,13 @@ def demos(
             "recovery (textcraft).",
         ),
     ] = 0.0,
+    recovery_style: Annotated[
+        RecoveryStyle,
+        typer.Option(
+            help="plain: get the ingredient at once; inventory: check the inventory first, "
+            "then name what it lacks.",
+        ),
+    ] = "plain",
 ) -> None:
     """Write successful episodes of a solver on training tasks, as SFT data.
 
@@ -122,7 +130,7 @@ def demos(
 
     try:
         if recovery:
-            check_recovery(env)
+            check_recovery(env, recovery_style, action_format)
         config = EvalConfig(
             env=env,
             split=split,
@@ -137,7 +145,7 @@ def demos(
             device=device,
         )
         result = write_demos(config, out, console)
-        recovered = add_recovery(out, env, recovery, seed)
+        recovered = add_recovery(out, env, recovery, seed, recovery_style)
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:

@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 import typer
 
 ActionFormat = Literal["react", "adapt", "json", "raw"]
+RecoveryStyle = Literal["plain", "inventory"]
+"""`envs/textcraft/recovery.py`'s styles (kept here so that the CLI does not import envs)."""
 
 ServerOption = Annotated[
     list[str] | None,

@@ -13,12 +13,16 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from agenttrain.eval.runner import EvalConfig, evaluate, select_tasks
 from agenttrain.rollout.trajectory import read_jsonl, write_jsonl
 from agenttrain.sft.guard import HeldOutGuard
+
+if TYPE_CHECKING:
+    from agenttrain.envs.textcraft.recovery import RecoveryStyle
 
 
 @dataclass
@@ -83,25 +87,32 @@ def write_demos(config: EvalConfig, out: Path, console: Console | None = None) -
     )
 
 
-def check_recovery(env: str) -> None:
-    """Refuse `--recovery` for an environment without recovery demonstrations, before play."""
+def check_recovery(env: str, style: str = "plain", action_format: str = "react") -> None:
+    """Refuse `--recovery` where it cannot be written, before play: an environment without
+    recovery demonstrations, or the inventory check in a format other than react."""
     if env != "textcraft":
         raise ValueError(f"--recovery exists for textcraft only, not {env!r}")
+    if style == "inventory" and action_format != "react":
+        raise ValueError(
+            f"--recovery-style inventory writes react replies; --format is {action_format!r}"
+        )
 
 
-def add_recovery(out: Path, env: str, share: float, seed: int) -> int:
+def add_recovery(
+    out: Path, env: str, share: float, seed: int, style: RecoveryStyle = "plain"
+) -> int:
     """Rewrite a `share` of the demonstrations in `out` with one refused action and its
-    recovery (`envs/textcraft/recovery.py`), chosen with `seed`; returns how many."""
+    recovery (`envs/textcraft/recovery.py`, in `style`), chosen with `seed`; returns how many."""
     if not share:
         return 0
-    check_recovery(env)
+    check_recovery(env, style)
     from agenttrain.envs.textcraft.recovery import with_recovery
 
     rng = random.Random(f"{seed}/recovery")
     records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     rewritten = 0
     for index, record in enumerate(records):
-        if rng.random() < share and (changed := with_recovery(record, rng)) is not None:
+        if rng.random() < share and (changed := with_recovery(record, rng, style)) is not None:
             records[index] = changed
             rewritten += 1
     staging = out.with_name(f".{out.name}.recovery")
