@@ -6,26 +6,39 @@ import json
 import runpy
 from pathlib import Path
 
+from agenttrain.envs.textcraft.env import TextCraftEnv
+
 SCRIPT = Path(__file__).parents[1] / "examples" / "analysis" / "textcraft_refusals.py"
-REFUSED = "Could not find enough items to craft minecraft:beacon"
+BEACON = 2  # craft 1 beacon using 1 nether star, 5 glass, 3 obsidian
+CRAFT = "craft 1 beacon using 1 nether star, 5 glass, 3 obsidian"
 
 
-def episode(actions_and_observations, success):
-    turns = [{"action": a, "observation": o} for a, o in actions_and_observations]
-    return {"turns": turns, "success": success}
+def played(*actions):
+    """An episode of the beacon task with the game's own answers to `actions`."""
+    env = TextCraftEnv()
+    env.reset_sync(BEACON)
+    turns = [{"action": a, "observation": env.step_sync(a).observation} for a in actions]
+    return {
+        "task_id": BEACON,
+        "turns": turns,
+        "success": turns[-1]["observation"].startswith("Crafted"),
+    }
 
 
 def test_refusals_are_split_by_what_the_next_turn_does(tmp_path):
-    craft = "craft 1 beacon using 1 nether star, 5 glass, 3 obsidian"
     episodes = [
-        episode([(craft, REFUSED), (craft, REFUSED), ("get 5 glass", "Got 5 glass")], False),
-        episode([(craft, REFUSED), ("inventory", "Inventory: ..."), (craft, "Crafted")], True),
-        episode([("get 5 glass", "Got 5 glass")], True),
+        # refused with nothing held: the same craft again, then a get of a lacking ingredient
+        played(CRAFT, CRAFT, "get 5 glass"),
+        # refused holding glass: a get of glass (held enough) is not a lacking one; inventory
+        played("get 5 glass", CRAFT, "get 5 glass", CRAFT, "inventory"),
+        # refused lacking only the nether star, which is fetched, then solved
+        played("get 5 glass", "get 3 obsidian", CRAFT, "get 1 nether star", CRAFT),
+        played("get 5 glass"),  # no refusal
     ]
     path = tmp_path / "episodes.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
     summary = runpy.run_path(str(SCRIPT))["summary"]
     assert summary(path) == (
-        f"{path}: 3 refusals followed by a turn: same craft 33%, get 33%, other 33%; "
-        "episodes with a refusal solved 1 of 2"
+        f"{path}: 5 refusals followed by a turn: same craft 20%, get lacking 40%, "
+        "get other 20%, other 20%; episodes with a refusal solved 1 of 3"
     )
