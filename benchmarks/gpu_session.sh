@@ -6,7 +6,8 @@
 # or crash costs its own slot only. Everything lands in $OUT (logs, JSON, metrics).
 # A smoke run on CPU (small shapes, no compile): DEVICE=cpu QUICK=1 OUT=/tmp/o bash benchmarks/gpu_session.sh
 # CHECKS picks the checks (default: decode profile sft_then_grpo, about 10 minutes); "big" adds
-# the 2.9B shape's decode against the anchor (about 5 minutes), e.g. CHECKS="decode big".
+# the 2.9B shape's decode against the anchor (about 5 minutes), e.g. CHECKS="decode big";
+# "big_grpo" GRPO steps of Qwen2.5 1.5B (full) and 7B (LoRA) shapes (about 8 minutes).
 set -uo pipefail
 OUT=${OUT:?set OUT to a folder for the results}
 DEVICE=${DEVICE:-cuda}
@@ -90,6 +91,39 @@ if wants big && [ "$DEVICE" = cuda ]; then
   check decode_3b 300 "$PY" benchmarks/decode.py --device "$DEVICE" --model /tmp/q3b \
     --rows 32 128 --new-tokens "$TOKENS" --turns 1 --no-arena --no-graph-eager \
     --out "$OUT/decode_3b_$DEVICE.json"
+fi
+# 4. Bigger models (issue 22, item 5): GRPO steps of random Qwen2.5 shapes on TextCraft's GRPO
+#    config (KL loss on: full fine-tuning holds a frozen fp32 reference; LoRA uses the live model
+#    with its adapter off), 32 episodes a step. Step time and peak memory
+#    (perf/max_memory_allocated_gb) from the metrics. Random weights: their replies are noise,
+#    96 tokens each, format errors (on CPU with a tiny random model: 3 turns an episode).
+big_grpo() {  # big_grpo SIZE LORA: a random model of SIZE, then two GRPO steps
+  local model=/tmp/q$1
+  [ -d "$model" ] || "$PY" /tmp/gpu/random_model.py --size "$1" --out "$model" || return 1
+  "$PY" -m agenttrain train configs/textcraft_grpo.yaml model.path="$model" \
+    model.device="$DEVICE" model.lora.enabled="$2" run.out_dir="$OUT/grpo_$1" \
+    trainer.total_steps=2 trainer.test_freq=0 trainer.save_freq=2 data.batch_tasks=4 \
+    data.group_size=8 actor.packing=true actor.micro_batch_tokens=16384
+}
+export -f big_grpo
+if wants big_grpo && [ "$DEVICE" = cuda ]; then
+  check grpo_1.5b_full 240 bash -c "big_grpo 1.5b false"
+  check grpo_7b_lora 300 bash -c "big_grpo 7b true"
+  for size in 1.5b 7b; do
+    "$PY" - "$OUT/grpo_$size/metrics.jsonl" <<'EOF' | sed "s/^/$size /" | tee -a "$OUT/summary.txt"
+import json, sys
+keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/generated_tokens",
+        "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb")
+try:
+    rows = [json.loads(line) for line in open(sys.argv[1])]
+except OSError as error:
+    sys.exit(f"no metrics ({error})")
+for row in rows:
+    print("grpo step", row.get("training/global_step"),
+          " ".join(f"{k}={row[k]:.4g}" for k in keys if k in row))
+EOF
+  done
+  rm -rf "$OUT"/grpo_*/checkpoints
 fi
 rm -rf "$OUT/grpo/checkpoints" "$OUT/sft/checkpoints"  # large, not needed for figures
 echo "done; figures: $OUT/summary.txt, decode_*.json, grpo/metrics.jsonl"

@@ -67,6 +67,7 @@ from agenttrain.run.runtime import (
     lr_factor,
     step_progress,
 )
+from agenttrain.run.tracking import device_memory
 from agenttrain.serving.task_map import TaskOverlap, check_split_disjoint, local_task_table
 
 
@@ -464,6 +465,7 @@ class Trainer(TrainingRun):
         metrics.update(timing)
         generated = metrics.get("perf/generated_tokens", 0.0)
         metrics["perf/throughput"] = generated / max(timing["timing_s/gen"], 1e-9)
+        metrics.update(device_memory(self.device))
         return metrics
 
     def _collect(

@@ -12,6 +12,20 @@ from pathlib import Path
 from typing import Any
 
 
+def device_memory(device: Any) -> dict[str, float]:
+    """Peak accelerator memory so far, in GiB, under verl's metric names (`perf/max_memory_*`),
+    so that a step's fit on a card is read from the metrics; {} on the CPU."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {}
+    return {
+        "perf/max_memory_allocated_gb": torch.cuda.max_memory_allocated(device) / 2**30,
+        "perf/max_memory_reserved_gb": torch.cuda.max_memory_reserved(device) / 2**30,
+    }
+
+
 class TrackerError(RuntimeError):
     pass
 

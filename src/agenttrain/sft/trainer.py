@@ -26,6 +26,7 @@ from agenttrain.run.runtime import (
     lr_factor,
     step_progress,
 )
+from agenttrain.run.tracking import device_memory
 from agenttrain.sft.batching import collate, micro_batches, plan_steps
 from agenttrain.sft.config import SFTConfig
 from agenttrain.sft.data import DataError, read_conversations, sample_limit
@@ -177,6 +178,7 @@ class SFTTrainer(TrainingRun):
             "train/epoch": self._epoch_at(step),
             "timing_s/step": elapsed,
             "perf/tokens_per_s": sequence_tokens / max(elapsed, 1e-9),
+            **device_memory(self.device),
         }
 
     def _epoch_at(self, step: int) -> float:
