@@ -71,19 +71,23 @@ sft_then_grpo() {
 export -f sft_then_grpo
 export OUT PY DEVICE STEPS SFT_EPISODES
 wants sft_then_grpo && check sft_then_grpo 130 bash -c sft_then_grpo
-wants sft_then_grpo && "$PY" - "$OUT/grpo/metrics.jsonl" <<'EOF' | tee -a "$OUT/summary.txt"
+step_summary() {  # step_summary METRICS: each GRPO step's times, memory and signal, one line
+  "$PY" - "$1" <<'EOF'
 import json, sys
 keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/generated_tokens",
         "num_turns/mean", "rollout/informative_group_share", "rollout/trained_episodes",
-        "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max")
+        "training/rollout_probs_diff_mean", "training/rollout_probs_diff_max",
+        "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb")
 try:
     rows = [json.loads(line) for line in open(sys.argv[1])]
 except OSError as error:
-    sys.exit(f"grpo_step: no metrics ({error})")
+    sys.exit(f"no metrics ({error})")
 for row in rows:
     print("grpo step", row.get("training/global_step"),
           " ".join(f"{k}={row[k]:.4g}" for k in keys if k in row))
 EOF
+}
+wants sft_then_grpo && step_summary "$OUT/grpo/metrics.jsonl" | tee -a "$OUT/summary.txt"
 # 3. The 2.9B Qwen2.5 shape (random weights: speed only) against the anchor, one turn, 32 and
 #    128 rows (issue 22's target: >= 1.0x). GPU only: the model is made on the card.
 if wants big && [ "$DEVICE" = cuda ]; then
@@ -110,18 +114,7 @@ if wants big_grpo && [ "$DEVICE" = cuda ]; then
   check grpo_1.5b_full 240 bash -c "big_grpo 1.5b false"
   check grpo_7b_lora 300 bash -c "big_grpo 7b true"
   for size in 1.5b 7b; do
-    "$PY" - "$OUT/grpo_$size/metrics.jsonl" <<'EOF' | sed "s/^/$size /" | tee -a "$OUT/summary.txt"
-import json, sys
-keys = ("timing_s/gen", "timing_s/update_actor", "timing_s/step", "perf/generated_tokens",
-        "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb")
-try:
-    rows = [json.loads(line) for line in open(sys.argv[1])]
-except OSError as error:
-    sys.exit(f"no metrics ({error})")
-for row in rows:
-    print("grpo step", row.get("training/global_step"),
-          " ".join(f"{k}={row[k]:.4g}" for k in keys if k in row))
-EOF
+    step_summary "$OUT/grpo_$size/metrics.jsonl" | sed "s/^/$size /" | tee -a "$OUT/summary.txt"
   done
   rm -rf "$OUT"/grpo_*/checkpoints
 fi
