@@ -13,43 +13,34 @@ the game.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agenttrain.envs.textcraft.env import TextCraftEnv
+from agenttrain.envs.textcraft.game import TextCraftGame
+from agenttrain.envs.textcraft.recipes import default_book, item_id
 from agenttrain.envs.textcraft.recovery import GET, REFUSAL
-
-COUNTED = re.compile(r"([0-9]+) (.+)")
-
-
-def lacking(craft: str, inventory: dict[str, int]) -> set[str]:
-    """Ingredients of a `craft ... using n a, m b` action that `inventory` holds too few of."""
-    _, _, given = craft.partition(" using ")
-    parts = [COUNTED.match(part.strip()) for part in given.split(",")]
-    return {p[2] for p in parts if p and inventory.get(p[2], 0) < int(p[1])}
+from agenttrain.envs.textcraft.tasks import task
 
 
 def after_refusals(episode: dict[str, Any]) -> Counter[str]:
     """What each refusal followed by a turn was followed by, replaying `episode`'s actions."""
-    env = TextCraftEnv()
-    env.reset_sync(episode["task_id"])
-    held: dict[str, int] = {}
+    game = TextCraftGame(default_book(), task(episode["task_id"]).goal)
     kinds: Counter[str] = Counter()
     turns = episode["turns"]
     for turn, after in zip(turns, [*turns[1:], None], strict=True):
-        action, before = turn["action"], held
+        action = turn["action"]
+        lacking = game.lacking(action) if action is not None else []
         if action is not None:
-            held = env.step_sync(action).info["inventory"]
+            game.step(action)
         if after is None or not turn["observation"].startswith(REFUSAL):
             continue
         fetched = GET.fullmatch(after["action"] or "")
         if after["action"] == action:
             kinds["same craft"] += 1
         elif fetched:
-            kinds["get lacking" if fetched[1] in lacking(action, before) else "get other"] += 1
+            kinds["get lacking" if item_id(fetched[1]) in lacking else "get other"] += 1
         else:
             kinds["other"] += 1
     return kinds

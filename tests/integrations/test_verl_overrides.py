@@ -302,7 +302,12 @@ def test_an_enabled_experience_pool_is_reported_as_mattering(smollm2_dir, tmp_pa
 
 @pytest.mark.parametrize(
     "key, value",
-    [("reward.progress_weight", 0.5), ("reward.format_penalty", 0.2), ("reward.loop_penalty", 0.2)],
+    [
+        ("reward.progress_weight", 0.5),
+        ("reward.format_penalty", 0.2),
+        ("reward.loop_penalty", 0.2),
+        ("reward.recovery_penalty", 0.2),
+    ],
 )
 def test_a_reward_shaping_key_is_reported_as_mattering_under_verl(
     smollm2_dir, tmp_path, key, value

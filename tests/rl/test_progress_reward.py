@@ -219,3 +219,42 @@ def test_looping_episodes_score_the_penalty_times_their_looping_share(tiny_model
     with pytest.raises(RewardFunctionError, match="largest does not say which observations"):
         Trainer(largest)
     assert not (tmp_path / "largest").exists()
+
+
+def test_refusals_not_answered_with_what_was_lacking_score_the_recovery_penalty(
+    tiny_model_dir, tmp_path
+):
+    """reward.recovery_penalty on real TextCraft play: after a refused craft, fetching the
+    lacking gravel costs nothing, fetching more of the dirt already held costs its share;
+    solved and errored episodes are left as they were, an environment that cannot tell is
+    refused before the run, and 0 (the default) changes nothing."""
+    import copy
+
+    from agenttrain.envs.textcraft.recipes import default_book
+
+    solved = cut_oracle_episodes(tmp_path / "solved", max_turns=30)
+    dirt = copy.deepcopy(solved[0])
+    dirt.task_id = [goal for goal, _ in default_book().goals()].index("minecraft:coarse_dirt")
+    early = ["get 2 dirt", "craft 4 coarse dirt using 2 dirt, 2 gravel"]
+    right = replayed(dirt, [*early, "get 2 gravel"])
+    wrong_then_right = replayed(dirt, [*early, "get 2 dirt", early[1], "get 2 gravel"])
+    errored = replayed(dirt, [*early, "get 2 dirt"])
+    errored.finish_reason = "env_error"
+    episodes = [*solved, right, wrong_then_right, errored]
+    assert not any(e.success for e in episodes[len(solved) :])
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        "env.name=textcraft",
+        "rollout.action_format=react",
+        "reward.recovery_penalty=0.4",
+    )
+    scores, metrics = Trainer(config)._score(episodes, 1)
+    assert scores == pytest.approx([1.0] * len(solved) + [0.0, -0.4 * 1 / 2, 0.0])
+    assert metrics["reward/unrecovered"] == [0.0] * len(solved) + [0.0, 0.5, 0.0]
+    plain = recipe(tiny_model_dir, tmp_path / "plain", "env.name=textcraft")
+    assert Trainer(plain)._score(episodes, 1) == ([1.0] * len(solved) + [0.0] * 3, {})
+    largest = recipe(tiny_model_dir, tmp_path / "largest", "reward.recovery_penalty=0.4")
+    with pytest.raises(RewardFunctionError, match="largest does not report whether a refusal"):
+        Trainer(largest)
+    assert not (tmp_path / "largest").exists()

@@ -177,6 +177,11 @@ class EnvSpec:
     """Whether an observation says the environment refused the action and changed nothing
     (TextCraft: "Could not find enough items to craft ..."). Training's
     `reward.loop_penalty` counts actions sent again unchanged after such a refusal."""
+    recoveries: Callable[[int, Sequence[str]], tuple[int, int]] | None = None
+    """Given a task and the actions sent: (refusals for something lacking that were followed
+    by another action, those whose next action went after what was lacking). TextCraft: a
+    craft refused for missing ingredients, then a `get` or craft of an item on the way to
+    them. Training's `reward.recovery_penalty` charges the refusals not recovered."""
     action_fields: tuple[str, ...] = ()
     """The fields of its JSON action (econ: work, consumption). `agenttrain compare` shows
     the distributions of these only, not of stray keys in malformed replies."""

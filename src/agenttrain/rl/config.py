@@ -211,6 +211,13 @@ class RewardConfig(Section):
     failures differs by how much of its budget each spent going nowhere. 0: off. Needs an
     environment that says which observations are refusals (TextCraft). Evaluation always
     scores success only."""
+    recovery_penalty: float = Field(0.0, ge=0, lt=1)
+    """Training only: an episode scores this much less times its share of unrecovered
+    refusals: actions refused for something lacking (a TextCraft craft without its
+    ingredients) whose next action did not go after what was lacking (fetched an ingredient
+    already held, repeated the craft, ...). The loop penalty charges only the repeat; this
+    one tells the right fetch from a wrong one. 0: off. Needs an environment that reports
+    recoveries (TextCraft). Evaluation always scores success only."""
 
     @model_validator(mode="after")
     def _fade_needs_a_weight(self) -> RewardConfig:

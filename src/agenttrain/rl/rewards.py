@@ -145,6 +145,8 @@ Progress = Callable[[int, Sequence[str]], float]
 """An environment's progress of an episode: (task id, actions sent) -> 0..1 (`EnvSpec.progress`)."""
 Refusal = Callable[[str], bool]
 """Whether an observation is the environment refusing an action (`EnvSpec.refused`)."""
+Recoveries = Callable[[int, Sequence[str]], tuple[int, int]]
+"""(refusals followed by an action, of those recovered) of an episode (`EnvSpec.recoveries`)."""
 
 
 def progress_functions(specs: Sequence[EnvSpec], weight: float) -> dict[str, Progress]:
@@ -240,6 +242,38 @@ def refusal_functions(specs: Sequence[EnvSpec], penalty: float) -> dict[str, Ref
     it is a configuration error, not a penalty that never applies."""
     lacks = "does not say which observations refuse an action"
     return _required(specs, "refused", "reward.loop_penalty", penalty, lacks)
+
+
+def subtract_recovery_penalty(
+    trajectories: Sequence[Trajectory],
+    scores: Sequence[float],
+    penalty: float,
+    recoveries: dict[str, Recoveries],
+) -> tuple[list[float], dict[str, list[float]]]:
+    """Scores with `penalty` × the episode's share of unrecovered refusals
+    (`unrecovered_share`) taken from every unerrored episode, and those shares (logged as
+    their mean, `reward/unrecovered`)."""
+
+    def share(trajectory: Trajectory) -> float:
+        return unrecovered_share(trajectory, recoveries[trajectory.env])
+
+    return _subtract(trajectories, scores, penalty, share, "reward/unrecovered")
+
+
+def unrecovered_share(trajectory: Trajectory, recoveries: Recoveries) -> float:
+    """The share of the episode's refusals (for something lacking, followed by an action)
+    whose next action did not go after what was lacking; 0 without such a refusal, so a
+    policy gains nothing by provoking refusals it then answers well."""
+    actions = [turn.action for turn in trajectory.turns if turn.action is not None]
+    refusals, recovered = recoveries(trajectory.task_id, actions)
+    return (refusals - recovered) / refusals if refusals else 0.0
+
+
+def recovery_functions(specs: Sequence[EnvSpec], penalty: float) -> dict[str, Recoveries]:
+    """Each environment's recovery count, when `reward.recovery_penalty` asks for them; one
+    without it is a configuration error, not a penalty that never applies."""
+    lacks = "does not report whether a refusal was recovered from"
+    return _required(specs, "recoveries", "reward.recovery_penalty", penalty, lacks)
 
 
 def _broke_format(trajectory: Trajectory) -> float:

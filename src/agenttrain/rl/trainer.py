@@ -49,10 +49,12 @@ from agenttrain.rl.rewards import (
     load_reward_function,
     progress_functions,
     progress_weight_at,
+    recovery_functions,
     refusal_functions,
     score_episode,
     subtract_format_penalty,
     subtract_loop_penalty,
+    subtract_recovery_penalty,
 )
 from agenttrain.rl.stats import stats, timed
 from agenttrain.rl.step_batch import StepBatch
@@ -98,6 +100,10 @@ class Trainer(TrainingRun):
             [part.spec for part in self.environments.parts], config.reward.loop_penalty
         )
         """Refusal tests per environment (empty unless `reward.loop_penalty` asks)."""
+        self.recoveries = recovery_functions(
+            [part.spec for part in self.environments.parts], config.reward.recovery_penalty
+        )
+        """Recovery counts per environment (empty unless `reward.recovery_penalty` asks)."""
         self._set_up_run(allow_config_change)
         self.model, self.tokenizer = self._build_model()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -681,7 +687,8 @@ class Trainer(TrainingRun):
         plus partial credit for progress when `reward.progress_weight` asks for it (faded by
         step when `reward.progress_fade_steps` says so), minus `reward.format_penalty` for an
         episode with a reply the action format refused, minus `reward.loop_penalty` times its
-        share of looping turns; and the per-episode values of the extra metrics, averaged
+        share of looping turns, minus `reward.recovery_penalty` times its share of refusals
+        not recovered from; and the per-episode values of the extra metrics, averaged
         over the whole step when logged."""
         scores, extras = self._base_scores(trajectories)
         weight = self.progress_weight(step)
@@ -691,7 +698,10 @@ class Trainer(TrainingRun):
         shaped, looping = subtract_loop_penalty(
             trajectories, shaped, reward.loop_penalty, self.refusals
         )
-        return shaped, {**extras, **progress, **penalised, **looping}
+        shaped, unrecovered = subtract_recovery_penalty(
+            trajectories, shaped, reward.recovery_penalty, self.recoveries
+        )
+        return shaped, {**extras, **progress, **penalised, **looping, **unrecovered}
 
     def progress_weight(self, step: int) -> float:
         """This step's partial-credit weight (`reward.progress_weight`, faded if asked)."""

@@ -32,6 +32,10 @@ REFUSALS = ("Could not ", "Wrong item format: ")
 """How every `ActionFailed` message begins: the game refused the action, nothing changed."""
 
 
+NOT_ENOUGH = "Could not find enough items"
+"""How the game refuses a craft whose ingredients the inventory lacks."""
+
+
 def refused(observation: str) -> bool:
     """Whether `observation` is the game refusing an action (the state is unchanged)."""
     return observation.startswith(REFUSALS)
@@ -111,15 +115,9 @@ class TextCraftGame:
             output, requested = self._ref(match.group(2)), int(match.group(1))
         else:
             output, requested = self._ref(target), 1
-        given: list[tuple[ItemRef, int]] = []
-        for part in ingredients.split(","):
-            match = COUNTED.match(part.strip())
-            if not match:
-                raise ActionFailed(f"Wrong item format: {part.strip()}")
-            given.append((self._ref(match.group(2)), int(match.group(1))))
-        for ref, count in given:
-            if ref.item_id not in self.inventory or self.inventory[ref.item_id] < count:
-                raise ActionFailed(f"Could not find enough items to craft {output.item_id}")
+        given = self._given(ingredients)
+        if self._short(given):
+            raise ActionFailed(f"{NOT_ENOUGH} to craft {output.item_id}")
         recipe = self._matching_recipe(output.item_id, given)
         if recipe is None:
             raise ActionFailed(f"Could not find a valid recipe for {output.describe(requested)}")
@@ -128,6 +126,36 @@ class TextCraftGame:
         self._add(recipe.output, recipe.output_count)
         won = recipe.output == self.goal
         return Outcome(f"Crafted {recipe.output_count} {recipe.output}", reward=int(won), done=won)
+
+    def lacking(self, action: str) -> list[str]:
+        """The ingredients (item ids, or tags where a tag was typed) that a `craft` action
+        names and the inventory holds too few of: what the game refuses it for. [] for any
+        other action and for a craft whose ingredients are malformed."""
+        match = CRAFT.match(action)
+        if not match:
+            return []
+        try:
+            return [ref.name for ref in self._short(self._given(match.group(2)))]
+        except ActionFailed:
+            return []
+
+    def _given(self, ingredients: str) -> list[tuple[ItemRef, int]]:
+        """`2 oak planks, 1 stick` as (item, count) pairs; ActionFailed if malformed."""
+        given: list[tuple[ItemRef, int]] = []
+        for part in ingredients.split(","):
+            match = COUNTED.match(part.strip())
+            if not match:
+                raise ActionFailed(f"Wrong item format: {part.strip()}")
+            given.append((self._ref(match.group(2)), int(match.group(1))))
+        return given
+
+    def _short(self, given: list[tuple[ItemRef, int]]) -> list[ItemRef]:
+        """The given ingredients the inventory lacks (a typed tag is never held as such)."""
+        return [
+            ref
+            for ref, count in given
+            if ref.item_id not in self.inventory or self.inventory[ref.item_id] < count
+        ]
 
     def _matching_recipe(
         self, output: str | None, given: list[tuple[ItemRef, int]]

@@ -22,8 +22,9 @@ from typing import Any, Literal
 
 from agenttrain.envs.base import StepResult
 from agenttrain.envs.textcraft.env import TextCraftEnv
+from agenttrain.envs.textcraft.game import NOT_ENOUGH
 
-REFUSAL = "Could not find enough items"
+REFUSAL = NOT_ENOUGH
 """How the game refuses a craft whose ingredients are not in the inventory."""
 
 RECOVERY_THOUGHT = "The craft was refused: an ingredient is missing. "

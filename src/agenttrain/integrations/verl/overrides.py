@@ -489,6 +489,13 @@ def _reward(out: Overrides, config: TrainConfig) -> None:
         "in a custom reward function",
         matters=config.reward.loop_penalty > 0,
     )
+    out.unsupported_key(
+        "reward.recovery_penalty",
+        config.reward.recovery_penalty,
+        "the recovery penalty is scored by agenttrain's trainer only; under verl, subtract it "
+        "in a custom reward function",
+        matters=config.reward.recovery_penalty > 0,
+    )
     custom = config.reward.custom_function
     if custom.path is None:  # the environment's reward: loop.reward_function stays false
         for key in ("path", "name", "kwargs"):
