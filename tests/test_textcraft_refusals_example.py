@@ -40,5 +40,6 @@ def test_refusals_are_split_by_what_the_next_turn_does(tmp_path):
     summary = runpy.run_path(str(SCRIPT))["summary"]
     assert summary(path) == (
         f"{path}: 5 refusals followed by a turn: same craft 20%, get lacking 40%, "
-        "get other 20%, other 20%; episodes with a refusal solved 1 of 3"
+        "get other 20%, other 20%; episodes with a refusal solved 1 of 3; "
+        "next move went after what was lacking 2 of 4"  # a refusal then only `inventory`: none
     )
