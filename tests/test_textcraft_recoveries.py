@@ -1,5 +1,6 @@
 """TextCraft's recovery count (reward.recovery_penalty): after a craft refused for lacking
-ingredients, does the next action go after what was lacking? Replayed in the real game."""
+ingredients, or a `get` of an item that must be crafted, does the next action go after what
+was lacking? Replayed in the real game."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from agenttrain.envs.registry import get_spec
 from agenttrain.envs.textcraft.game import TextCraftGame
 from agenttrain.envs.textcraft.oracle import plan
 from agenttrain.envs.textcraft.recipes import default_book
-from agenttrain.envs.textcraft.recoveries import recoveries
+from agenttrain.envs.textcraft.recoveries import (
+    REFUSED_CRAFT,
+    REFUSED_GET,
+    recoveries,
+    refusal_outcomes,
+)
 from agenttrain.envs.textcraft.tasks import task
 
 
@@ -48,10 +54,26 @@ def test_an_inventory_check_waits_for_the_next_move_and_a_last_refusal_is_not_co
     assert recoveries(COARSE_DIRT, [*EARLY_DIRT, "inventory"]) == (0, 0)
 
 
-def test_only_crafts_refused_for_lacking_ingredients_count():
-    """A `get` of a craftable item, an unknown command and a malformed craft are refused
+def test_a_get_of_an_item_that_must_be_crafted_is_answered_by_its_crafting_tree():
+    """ "Could not find stick" lacks the stick: fetching what it is made of (logs) or
+    crafting it recovers; the same `get` again or an unrelated fetch does not. Before
+    2026-11-27 such `get`s were not counted, and failed episodes repeated them unpenalised."""
+    assert recoveries(COARSE_DIRT, ["get 1 stick", "get 1 stick", "jump"]) == (2, 0)
+    assert recoveries(COARSE_DIRT, ["get 1 stick", "get 1 oak logs"]) == (1, 1)
+    assert recoveries(COARSE_DIRT, ["get 1 stick", "inventory", "get 2 gravel"]) == (1, 0)
+    planks = ["get 1 oak logs", "craft 4 oak planks using 1 oak logs"]
+    crafted = [*planks, "get 1 stick", "craft 4 stick using 2 oak planks"]
+    assert recoveries(COARSE_DIRT, crafted) == (1, 1)
+    assert refusal_outcomes(COARSE_DIRT, ["get 1 stick", *EARLY_DIRT, "get 2 gravel"]) == [
+        (REFUSED_GET, False),
+        (REFUSED_CRAFT, True),
+    ]
+
+
+def test_refusals_that_lack_nothing_are_not_counted():
+    """An unknown command, a malformed craft and a `get` of an unknown item are refused
     too, but lack nothing to go after; the oracle is never refused."""
-    others = ["get 1 stick", "jump", "craft 1 stick using two planks", "get 2 gravel"]
+    others = ["jump", "craft 1 stick using two planks", "get 1 unobtainium", "get 2 gravel"]
     assert recoveries(COARSE_DIRT, others) == (0, 0)
     for task_id in (COARSE_DIRT, BUTTON, task_of("minecraft:wooden_pickaxe")):
         actions = [planned.action for planned in plan(task(task_id).goal)]

@@ -1,4 +1,4 @@
-"""examples/analysis/textcraft_refusals.py: what follows a refused craft (docs/results.md)."""
+"""examples/analysis/textcraft_refusals.py: what follows a refused action (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ def test_refusals_are_split_by_what_the_next_turn_does(tmp_path):
         # refused lacking only the nether star, which is fetched, then solved
         played("get 5 glass", "get 3 obsidian", CRAFT, "get 1 nether star", CRAFT),
         played("get 5 glass"),  # no refusal
+        # a get of the beacon, which must be crafted, answered by an ingredient of it
+        played("get 1 beacon", "get 5 glass"),
     ]
     path = tmp_path / "episodes.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
@@ -41,5 +43,7 @@ def test_refusals_are_split_by_what_the_next_turn_does(tmp_path):
     assert summary(path) == (
         f"{path}: 5 refusals followed by a turn: same craft 20%, get lacking 40%, "
         "get other 20%, other 20%; episodes with a refusal solved 1 of 3; "
-        "next move went after what was lacking 2 of 4"  # a refusal then only `inventory`: none
+        "next move went after what was lacking: "
+        "after a refused craft 2 of 4, "  # a refusal then only `inventory`: not counted
+        "after a get of an item to craft 1 of 1"
     )

@@ -6,8 +6,9 @@ Per file: refusals ("Could not find enough items to craft ...") followed by anot
 share of those where the next action repeats the refused craft, is a `get` of an ingredient the
 craft lacked, a `get` of anything else (an ingredient already held in the amount the craft
 asks, or no ingredient of it), or is something else; and how many episodes with a refusal were
-still solved (docs/results.md); and how many refused crafts were followed by a move (an
-`inventory` check aside) toward what they lacked, as `reward.recovery_penalty` counts them.
+still solved (docs/results.md); and how many refused crafts, and refused `get`s of an item
+that must be crafted, were followed by a move (an `inventory` check aside) toward what they
+lacked, as `reward.recovery_penalty` counts them.
 What was held is found by replaying each episode's actions in the game.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from agenttrain.envs.textcraft.game import TextCraftGame
 from agenttrain.envs.textcraft.recipes import default_book, item_id
-from agenttrain.envs.textcraft.recoveries import recoveries
+from agenttrain.envs.textcraft.recoveries import REFUSED_CRAFT, REFUSED_GET, refusal_outcomes
 from agenttrain.envs.textcraft.recovery import GET, REFUSAL
 from agenttrain.envs.textcraft.tasks import task
 
@@ -50,17 +51,20 @@ def after_refusals(episode: dict[str, Any]) -> Counter[str]:
 
 def summary(path: Path) -> str:
     kinds: Counter[str] = Counter()
-    with_refusal = solved = counted = recovered = 0
+    with_refusal = solved = 0
+    counted: Counter[str] = Counter()
+    recovered: Counter[str] = Counter()
     for line in path.read_text().splitlines():
         episode = json.loads(line)
+        actions = [turn["action"] for turn in episode["turns"] if turn["action"] is not None]
+        for kind, answered in refusal_outcomes(episode["task_id"], actions):
+            counted[kind] += 1
+            recovered[kind] += answered
         if not any(turn["observation"].startswith(REFUSAL) for turn in episode["turns"]):
             continue
         with_refusal += 1
         solved += bool(episode["success"])
         kinds += after_refusals(episode)
-        actions = [turn["action"] for turn in episode["turns"] if turn["action"] is not None]
-        refusals, answered = recoveries(episode["task_id"], actions)
-        counted, recovered = counted + refusals, recovered + answered
     refused = kinds.total()
     if not refused:
         return f"{path}: no refusal followed by a turn; {with_refusal} episodes with a refusal"
@@ -71,7 +75,9 @@ def summary(path: Path) -> str:
     return (
         f"{path}: {refused} refusals followed by a turn: {shares}; "
         f"episodes with a refusal solved {solved} of {with_refusal}; "
-        f"next move went after what was lacking {recovered} of {counted}"
+        "next move went after what was lacking: "
+        f"after a refused craft {recovered[REFUSED_CRAFT]} of {counted[REFUSED_CRAFT]}, "
+        f"after a get of an item to craft {recovered[REFUSED_GET]} of {counted[REFUSED_GET]}"
     )
 
 

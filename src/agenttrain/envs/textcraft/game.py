@@ -139,6 +139,15 @@ class TextCraftGame:
         except ActionFailed:
             return []
 
+    def uncraftable_get(self, action: str) -> str | None:
+        """The item id a `get` action asks for that must be crafted instead ("Could not find
+        blaze powder"): what the game refuses that `get` for. None for any other action."""
+        match = GET.match(action)
+        if not match:
+            return None
+        ref = self._ref(match.group(2))
+        return ref.name if self.book.is_craftable(ref.name) else None
+
     def _given(self, ingredients: str) -> list[tuple[ItemRef, int]]:
         """`2 oak planks, 1 stick` as (item, count) pairs; ActionFailed if malformed."""
         given: list[tuple[ItemRef, int]] = []
