@@ -214,10 +214,11 @@ class RewardConfig(Section):
     recovery_penalty: float = Field(0.0, ge=0, lt=1)
     """Training only: an episode scores this much less times its share of unrecovered
     refusals: actions refused for something lacking (a TextCraft craft without its
-    ingredients, a `get` of an item that must be crafted) whose next action did not go after what was lacking (fetched an ingredient
-    already held, repeated the craft, ...). The loop penalty charges only the repeat; this
-    one tells the right fetch from a wrong one. 0: off. Needs an environment that reports
-    recoveries (TextCraft). Evaluation always scores success only."""
+    ingredients, a `get` of an item that must be crafted) whose next action did not go after
+    what was lacking (fetched an ingredient already held, repeated the craft, ...). The loop
+    penalty charges only the repeat; this one tells the right fetch from a wrong one. 0: off.
+    Needs an environment that reports recoveries (TextCraft). Evaluation always scores
+    success only."""
 
     @model_validator(mode="after")
     def _fade_needs_a_weight(self) -> RewardConfig:
