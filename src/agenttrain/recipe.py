@@ -48,11 +48,14 @@ class DemosStage(Section):
     recovery_style: Literal["plain", "inventory"] = "plain"
     """plain: the recovery gets the ingredient at once; inventory: it checks the inventory
     first and names what it lacks (`agenttrain demos --recovery-style`)."""
+    recovery_from: Literal["craft", "get", "both"] = "craft"
+    """The refused action: a craft before its ingredients, a `get` of an item that must be
+    crafted, or either (`agenttrain demos --recovery-from`)."""
 
     @model_validator(mode="after")
     def _recovery_exists(self) -> DemosStage:
         if self.recovery:
-            check_recovery(self.env, self.recovery_style, self.action_format)
+            check_recovery(self.env, self.recovery_style, self.action_format, self.recovery_from)
         return self
 
 
@@ -248,13 +251,21 @@ class Recipe:
         staging = self.demos_path.with_suffix(".partial")
         result = write_demos(solver_config, staging, self.console)
         recovered = add_recovery(
-            staging, demos.env, demos.recovery, self.config.run.seed, demos.recovery_style
+            staging,
+            demos.env,
+            demos.recovery,
+            self.config.run.seed,
+            demos.recovery_style,
+            demos.recovery_from,
         )
         staging.rename(self.demos_path)
         self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")
         if demos.recovery:
-            self.console.print(f"{recovered} rewritten to recover from a refused craft")
+            from agenttrain.envs.textcraft.recovery import REFUSED
+
+            what = REFUSED[demos.recovery_from]
+            self.console.print(f"{recovered} rewritten to recover from {what}")
         return self.demos_path
 
     def train_sft(self) -> str:
@@ -391,7 +402,8 @@ class Recipe:
         if stage == "demos":
             demos = self.config.demos.model_dump(mode="json")
             recorded = (self.records.get("demos") or {}).get("demos", {})
-            for key, default in (("recovery", 0.0), ("recovery_style", "plain")):
+            defaults = (("recovery", 0.0), ("recovery_style", "plain"), ("recovery_from", "craft"))
+            for key, default in defaults:
                 if demos[key] == default and recorded.get(key, default) == default:
                     del demos[key]  # runs recorded before the setting existed still match
             return {"demos": demos, "seed": self.config.run.seed}

@@ -256,6 +256,22 @@ def test_the_demos_stage_rewrites_a_share_with_recoveries_and_records_it(tmp_pat
             demos_stage(*other).make_demos()
 
 
+def test_the_demos_stage_writes_the_refused_gets_it_is_given_and_records_it(tmp_path):
+    from agenttrain.recipe import Recipe, load_recipe
+
+    def demos_stage(recovery_from: str) -> Recipe:
+        overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1,2,3]", "demos.recovery=1"]
+        overrides.append(f"demos.recovery_from={recovery_from}")
+        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), overrides))
+
+    path = demos_stage("get").make_demos()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    fetched = [m for r in records for m in r["messages"] if "cannot be fetched" in m["content"]]
+    assert len(records) == len(fetched) == 4
+    with pytest.raises(StageChanged):
+        demos_stage("craft").make_demos()
+
+
 def test_recoveries_for_an_env_without_them_are_refused_when_the_recipe_loads():
     from agenttrain.recipe import load_recipe
 

@@ -1,4 +1,5 @@
-"""`agenttrain demos --recovery`: oracle demonstrations with one refused craft and its recovery."""
+"""`agenttrain demos --recovery`: oracle demonstrations with one refused action and its
+recovery."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typer.testing import CliRunner
 
 from agenttrain.cli import app
 from agenttrain.envs.textcraft.env import TextCraftEnv
+from agenttrain.envs.textcraft.game import refused
+from agenttrain.envs.textcraft.recoveries import REFUSED_CRAFT, REFUSED_GET, refusal_outcomes
 from agenttrain.envs.textcraft.recovery import REFUSAL
 from agenttrain.sft.data import read_conversations
 
@@ -113,4 +116,62 @@ def test_recovery_for_an_env_without_it_is_refused_before_playing(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
     assert "--recovery exists for textcraft only, not 'babyai'" in result.output
+    assert not out.exists()
+
+
+def actions_of(record):
+    return [ACTION.search(m["content"])[1].strip() for m in record["messages"][3::2]]
+
+
+def test_a_get_slip_asks_for_an_intermediate_untrained_then_fetches_its_tree(tmp_path):
+    output, records = demos(tmp_path / "demos.jsonl", "--recovery", "1", "--recovery-from", "get")
+    rewritten = [record for record in records if "turns" not in record]
+    assert f"{len(rewritten)} of 12 rewritten to recover from a refused get" in output
+    assert len(rewritten) == 12  # every plan crafts something, so any can ask for it instead
+    conversations = list(read_conversations(tmp_path / "demos.jsonl"))
+    for record, conversation in zip(records, conversations, strict=True):
+        messages, trainable = record["messages"], conversation.trainable
+        slips = [i for i in range(3, len(messages) - 1, 2) if refused(messages[i + 1]["content"])]
+        assert len(slips) == 1  # one slip, and nothing else is refused
+        slip = slips[0]
+        item = re.fullmatch(r"get [0-9]+ (.*)", ACTION.search(messages[slip]["content"])[1])[1]
+        assert messages[slip + 1]["content"] == f"Could not find {item}"
+        assert not trainable[slip] and trainable[slip + 2]
+        assert messages[slip + 2]["content"].startswith(
+            f"Thought:\n{item[:1].upper()}{item[1:]} cannot be fetched: it must be crafted. "
+        )
+        # The game's own count: the next move adds an item of the item's tree, or crafts it.
+        assert refusal_outcomes(record["task_id"], actions_of(record)) == [(REFUSED_GET, True)]
+        replayed(record)
+
+
+def replayed(record):
+    """Every observation is the game's answer to the action before it, and the goal is made."""
+    env = TextCraftEnv()
+    env.reset_sync(record["task_id"])
+    messages = record["messages"]
+    for i, action in zip(range(3, len(messages), 2), actions_of(record), strict=True):
+        result = env.step_sync(action)
+        if i + 1 < len(messages):
+            assert messages[i + 1]["content"] == result.observation
+    assert result.reward == 1.0 and result.done
+
+
+def test_both_writes_each_slip_in_some_demos_and_one_per_demo(tmp_path):
+    output, records = demos(tmp_path / "demos.jsonl", "--recovery", "1", "--recovery-from", "both")
+    assert "12 of 12 rewritten to recover from a refused craft or get" in output
+    kinds = [
+        [kind for kind, _ in refusal_outcomes(record["task_id"], actions_of(record))]
+        for record in records
+    ]
+    assert all(len(each) == 1 for each in kinds), kinds
+    assert {REFUSED_CRAFT, REFUSED_GET} == {each[0] for each in kinds}
+
+
+def test_a_get_slip_in_a_format_without_thoughts_is_refused_before_playing(tmp_path):
+    out = tmp_path / "demos.jsonl"
+    args = ["demos", "--out", str(out), "--recovery", "1", "--recovery-from", "get"]
+    result = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert "--recovery-from get writes react replies" in result.output
     assert not out.exists()

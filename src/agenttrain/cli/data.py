@@ -11,6 +11,7 @@ import typer
 from agenttrain.cli.options import (
     ActionFormat,
     DeviceOption,
+    RecoveryFrom,
     RecoveryStyle,
     ServerOption,
     SplitOption,
@@ -108,7 +109,7 @@ def demos(
         typer.Option(
             min=0,
             max=1,
-            help="Share of demonstrations rewritten with one refused craft (no loss) and its "
+            help="Share of demonstrations rewritten with one refused action (no loss) and its "
             "recovery (textcraft).",
         ),
     ] = 0.0,
@@ -119,6 +120,13 @@ def demos(
             "then name what it lacks.",
         ),
     ] = "plain",
+    recovery_from: Annotated[
+        RecoveryFrom,
+        typer.Option(
+            help="The refused action: craft (before its ingredients), get (of an item that must "
+            "be crafted) or both (one of them per rewritten demonstration).",
+        ),
+    ] = "craft",
 ) -> None:
     """Write successful episodes of a solver on training tasks, as SFT data.
 
@@ -130,7 +138,7 @@ def demos(
 
     try:
         if recovery:
-            check_recovery(env, recovery_style, action_format)
+            check_recovery(env, recovery_style, action_format, recovery_from)
         config = EvalConfig(
             env=env,
             split=split,
@@ -145,13 +153,16 @@ def demos(
             device=device,
         )
         result = write_demos(config, out, console)
-        recovered = add_recovery(out, env, recovery, seed, recovery_style)
+        recovered = add_recovery(out, env, recovery, seed, recovery_style, recovery_from)
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:
         console.print(result.not_kept_line(), markup=False, highlight=False)
     if recovery:
-        console.print(f"{recovered} of {result.kept} rewritten to recover from a refused craft")
+        from agenttrain.envs.textcraft.recovery import REFUSED
+
+        what = REFUSED[recovery_from]
+        console.print(f"{recovered} of {result.kept} rewritten to recover from {what}")
     console.print(
         f"kept {result.kept} of {result.episodes} episodes (successful ones), "
         f"{result.turns} turns -> {result.out}\n"

@@ -10,7 +10,9 @@ import typer
 
 ActionFormat = Literal["react", "adapt", "json", "raw"]
 RecoveryStyle = Literal["plain", "inventory"]
-"""`envs/textcraft/recovery.py`'s styles (kept here so that the CLI does not import envs)."""
+RecoveryFrom = Literal["craft", "get", "both"]
+"""`envs/textcraft/recovery.py`'s styles and slips (kept here so that the CLI does not import
+envs)."""
 
 ServerOption = Annotated[
     list[str] | None,

@@ -22,7 +22,7 @@ from agenttrain.rollout.trajectory import read_jsonl, write_jsonl
 from agenttrain.sft.guard import HeldOutGuard
 
 if TYPE_CHECKING:
-    from agenttrain.envs.textcraft.recovery import RecoveryStyle
+    from agenttrain.envs.textcraft.recovery import RecoveryFrom, RecoveryStyle
 
 
 @dataclass
@@ -87,32 +87,46 @@ def write_demos(config: EvalConfig, out: Path, console: Console | None = None) -
     )
 
 
-def check_recovery(env: str, style: str = "plain", action_format: str = "react") -> None:
+def check_recovery(
+    env: str, style: str = "plain", action_format: str = "react", recovery_from: str = "craft"
+) -> None:
     """Refuse `--recovery` where it cannot be written, before play: an environment without
-    recovery demonstrations, or the inventory check in a format other than react."""
+    recovery demonstrations, or an inventory check or refused `get` (replies written here, in
+    react) in another format."""
     if env != "textcraft":
         raise ValueError(f"--recovery exists for textcraft only, not {env!r}")
     if style == "inventory" and action_format != "react":
         raise ValueError(
             f"--recovery-style inventory writes react replies; --format is {action_format!r}"
         )
+    if recovery_from != "craft" and action_format != "react":
+        raise ValueError(
+            f"--recovery-from {recovery_from} writes react replies; --format is {action_format!r}"
+        )
 
 
 def add_recovery(
-    out: Path, env: str, share: float, seed: int, style: RecoveryStyle = "plain"
+    out: Path,
+    env: str,
+    share: float,
+    seed: int,
+    style: RecoveryStyle = "plain",
+    recovery_from: RecoveryFrom = "craft",
 ) -> int:
-    """Rewrite a `share` of the demonstrations in `out` with one refused action and its
-    recovery (`envs/textcraft/recovery.py`, in `style`), chosen with `seed`; returns how many."""
+    """Rewrite a `share` of the demonstrations in `out` with one refused action (of the kinds
+    `recovery_from` names) and its recovery (`envs/textcraft/recovery.py`, in `style`), chosen
+    with `seed`; returns how many."""
     if not share:
         return 0
-    check_recovery(env, style)
-    from agenttrain.envs.textcraft.recovery import with_recovery
+    check_recovery(env, style, recovery_from=recovery_from)
+    from agenttrain.envs.textcraft.recovery import SLIPS, with_recovery
 
     rng = random.Random(f"{seed}/recovery")
+    slips = SLIPS[recovery_from]
     records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     rewritten = 0
     for index, record in enumerate(records):
-        if rng.random() < share and (changed := with_recovery(record, rng, style)) is not None:
+        if rng.random() < share and (changed := with_recovery(record, rng, style, slips)):
             records[index] = changed
             rewritten += 1
     staging = out.with_name(f".{out.name}.recovery")
