@@ -28,11 +28,14 @@ def logprobs_at(
     position_ids: torch.Tensor | None = None,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(targets[i] | sequence `rows[i]` up to `positions[i]`), for each i ([N] tensors).
 
     `attention_mask` may be 2D (padding), 4D (packed sequences, block-diagonal), or None with
     `position_ids` restarting at each packed sequence (transformers masks them apart).
+    `entropy_grad=False` computes the entropy outside autograd: for a metric, its softmax over
+    the vocabulary is not kept for the backward pass.
     """
     decoder = model.get_decoder()
     head = model.get_output_embeddings()
@@ -51,7 +54,8 @@ def logprobs_at(
         chunk_targets = targets[start : start + HEAD_CHUNK, None]
         logprobs.append(torch.log_softmax(logits, dim=-1).gather(-1, chunk_targets)[:, 0])
         if with_entropy:
-            entropies.append(entropy_from_logits(logits))
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                entropies.append(entropy_from_logits(logits))
     empty = torch.zeros(0, device=hidden.device)
     entropy = (torch.cat(entropies) if entropies else empty) if with_entropy else None
     return (torch.cat(logprobs) if logprobs else empty), entropy

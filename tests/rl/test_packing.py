@@ -90,3 +90,15 @@ def test_an_update_on_packed_micro_batches_takes_the_gradient_of_padded_ones(tin
         return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
     assert torch.allclose(gradient(True), gradient(False), atol=1e-6, rtol=1e-4)
+
+
+def test_a_metric_entropy_is_the_same_value_without_a_graph_and_a_loss_entropy_has_one(
+    tiny_model,
+):
+    batch = collate(episodes(), 0, torch.device("cpu"))
+    logprobs, metric = response_logprobs(tiny_model, batch, 0.7, True, entropy_grad=False)
+    _, loss_term = response_logprobs(tiny_model, batch, 0.7, True)
+    assert logprobs.requires_grad  # the policy loss still trains
+    assert not metric.requires_grad  # its softmax over the vocabulary is not kept for backward
+    assert loss_term.requires_grad  # an entropy bonus still gets its gradient
+    assert torch.equal(metric, loss_term.detach())

@@ -13,10 +13,12 @@ def response_logprobs(
     batch: EpisodeBatch,
     temperature: float,
     with_entropy: bool = False,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """[rows, response width] log-probs (and entropies) at model tokens, zero elsewhere.
 
-    Logits are divided by `temperature` as during sampling (verl does the same).
+    Logits are divided by `temperature` as during sampling (verl does the same). With
+    `entropy_grad=False` the entropies carry no gradient (a metric, not a loss term).
     """
     rows, cols = batch.response_mask.nonzero(as_tuple=True)
     # logits at p-1 predict the token at p
@@ -31,6 +33,7 @@ def response_logprobs(
         position_ids=batch.position_ids,
         temperature=temperature,
         with_entropy=with_entropy,
+        entropy_grad=entropy_grad,
     )
     shape, device = batch.response_mask.shape, values.device
     logprobs = torch.zeros(shape, device=device).index_put((rows, cols), values)

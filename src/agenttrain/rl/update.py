@@ -262,8 +262,10 @@ class PolicyUpdate:
         batch = self._collate([episodes[i] for i in rows])
         width = batch.response_mask.shape[1]
         micro_mask = mask[rows, :width].to(self.device)
-        with self._autocast():
-            logprobs, entropy = response_logprobs(self.model, batch, temperature, with_entropy=True)
+        with self._autocast():  # the entropy is a loss term only with a coefficient
+            logprobs, entropy = response_logprobs(
+                self.model, batch, temperature, True, entropy_grad=actor.entropy_coeff > 0
+            )
         logprobs = logprobs.float()
         assert entropy is not None
         entropy = entropy.float()
