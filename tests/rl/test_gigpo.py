@@ -10,9 +10,15 @@ import pytest
 import torch
 
 from agenttrain.config import load
+from agenttrain.envs import get_spec
+from agenttrain.envs.textcraft.game import TextCraftGame
+from agenttrain.envs.textcraft.recipes import default_book
+from agenttrain.envs.textcraft.recoveries import inventory_states
+from agenttrain.envs.textcraft.tasks import task
 from agenttrain.integrations.verl.data import data_file
 from agenttrain.integrations.verl.overrides import verl_overrides
 from agenttrain.rl.advantages import (
+    anchor_states,
     get_estimator,
     group_has_signal,
     turn_anchors,
@@ -188,6 +194,42 @@ def test_a_turn_after_a_format_error_is_anchored_on_the_state_it_still_faces():
     assert turn_anchors(twice) == [task, "s1", "s1"]  # feedback text is never a state
 
 
+def played_actions(actions: list[str | None]) -> Trajectory:
+    """A TextCraft episode of task 0 (acacia planks) that sent `actions` (None: a format
+    error), with the game's observations."""
+    game = TextCraftGame(default_book(), task(0).goal)
+    observations = [game.step(a).observation if a else "Invalid action." for a in actions]
+    played = episode("g", observations, [0.0] * len(actions), [1] * len(actions), width=12)
+    for turn, action in zip(played.turns, actions, strict=True):
+        turn.action = action
+    return played
+
+
+def test_state_anchors_pool_turns_that_hold_the_same_inventory_whatever_they_read():
+    craft = "craft 4 acacia planks using 1 acacia logs"
+    direct = played_actions(["get 1 acacia logs", craft])
+    checked = played_actions(["get 1 acacia logs", "inventory", None, craft])
+    refused_first = played_actions([craft, "get 1 acacia logs", craft])
+    by_observation = [turn_anchors(e) for e in (direct, checked, refused_first)]
+    by_state = [turn_anchors(e, inventory_states) for e in (direct, checked, refused_first)]
+    assert by_observation[1][2] != by_observation[0][1]  # the inventory text, "Got 1 ..."
+    assert by_state == [
+        ["", "1 acacia logs"],
+        ["", "1 acacia logs", "1 acacia logs", "1 acacia logs"],  # a format error: unchanged
+        ["", "", "1 acacia logs"],  # a refused craft changes nothing
+    ]
+    structure = turn_structure([direct, checked], {"textcraft": inventory_states})
+    assert structure["anchors"] == by_state[:2]
+
+
+def test_state_anchors_for_an_environment_without_states_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="babyai does not report its state"):
+        anchor_states([get_spec("textcraft"), get_spec("babyai")], "state")
+    assert anchor_states([get_spec("babyai")], "observation") == {}
+    config = [f"run.out_dir={tmp_path}", "algorithm.gigpo.anchor=state"]
+    assert load(TrainConfig, None, config).algorithm.gigpo.anchor == "state"
+
+
 def test_gigpo_discounts_by_default_and_keeps_an_explicit_gamma(tmp_path):
     base = [f"run.out_dir={tmp_path}", "algorithm.adv_estimator=gigpo"]
     assert load(TrainConfig, None, base).algorithm.gamma == 0.95
@@ -219,11 +261,13 @@ def test_the_verl_bridge_refuses_gigpo(smollm2_dir, tmp_path):
         )
 
 
-def test_a_multi_turn_gigpo_step_trains_on_recorded_turn_spans(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("anchor", ["observation", "state"])
+def test_a_multi_turn_gigpo_step_trains_on_recorded_turn_spans(tiny_model_dir, tmp_path, anchor):
     config = recipe(
         tiny_model_dir,
         tmp_path / "run",
         "algorithm.adv_estimator=gigpo",
+        f"algorithm.gigpo.anchor={anchor}",
         "env.name=textcraft",
         "rollout.action_format=react",
         "rollout.max_turns=3",

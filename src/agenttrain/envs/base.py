@@ -182,6 +182,11 @@ class EnvSpec:
     by another action, those whose next action went after what was lacking). TextCraft: a
     craft refused for missing ingredients, then a `get` or craft of an item on the way to
     them. Training's `reward.recovery_penalty` charges the refusals not recovered."""
+    states: Callable[[int, Sequence[str]], list[str]] | None = None
+    """Given a task and the actions sent: the state before each action and after the last
+    (one more text than actions; TextCraft: the inventory). GiGPO with
+    `algorithm.gigpo.anchor=state` groups turns by it where observations do not show the
+    state ("Got 1 stick" follows many inventories)."""
     action_fields: tuple[str, ...] = ()
     """The fields of its JSON action (econ: work, consumption). `agenttrain compare` shows
     the distributions of these only, not of stray keys in malformed replies."""

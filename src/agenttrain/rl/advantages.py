@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from itertools import accumulate
+from typing import TYPE_CHECKING
 
 import torch
 
 from agenttrain.rollout.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from agenttrain.envs.base import EnvSpec
 
 Estimator = Callable[..., torch.Tensor]
 ESTIMATORS: dict[str, Estimator] = {}
@@ -170,16 +175,29 @@ def normalise_anchor(text: str) -> str:
     return " ".join(text.split())
 
 
-def turn_anchors(trajectory: Trajectory) -> list[str]:
+States = Callable[[int, Sequence[str]], list[str]]
+"""An environment's states before each action and after the last (`EnvSpec.states`)."""
+
+
+def turn_anchors(trajectory: Trajectory, states: States | None = None) -> list[str]:
     """The environment state each model turn acted on, as text.
 
-    Turn 0's is the first observation (the task; shared by a group), turn k's is turn k-1's
-    observation. A turn that did not step the environment (a format error) left the state as
-    it was, so the turn after it keeps that turn's anchor: format feedback text is not a
-    state, and anchoring on it pooled turns of different states into one step group (issue
-    23). The turns' replies are the transcript's last `num_turns` assistant messages,
-    whatever the conversation start holds.
+    By default the observation it answered: turn 0's is the first observation (the task;
+    shared by a group), turn k's is turn k-1's observation. With the environment's `states`
+    (`algorithm.gigpo.anchor=state`), the state its actions had led to.
+
+    A turn that did not step the environment (a format error) left the state as it was, so
+    it keeps the previous turn's anchor: format feedback text is not a state, and anchoring
+    on it pooled turns of different states into one step group (issue 23). The turns'
+    replies are the transcript's last `num_turns` assistant messages, whatever the
+    conversation start holds.
     """
+    turns = trajectory.turns
+    if states is not None and turns:
+        actions = [turn.action for turn in turns if turn.action is not None]
+        known = states(trajectory.task_id, actions)
+        sent = accumulate((turn.action is not None for turn in turns[:-1]), initial=0)
+        return [normalise_anchor(known[count]) for count in sent]
     replies = [i for i, m in enumerate(trajectory.messages) if m["role"] == "assistant"]
     if len(replies) < trajectory.num_turns:
         raise ValueError(
@@ -189,10 +207,24 @@ def turn_anchors(trajectory: Trajectory) -> list[str]:
     turn_replies = replies[len(replies) - trajectory.num_turns :]
     anchors: list[str] = []
     for k, reply in enumerate(turn_replies):
-        stepped = k == 0 or trajectory.turns[k - 1].action is not None
         text = trajectory.messages[reply - 1]["content"]
+        stepped = k == 0 or turns[k - 1].action is not None
         anchors.append(normalise_anchor(text) if stepped else anchors[-1])
     return anchors
+
+
+def anchor_states(specs: Sequence[EnvSpec], anchor: str) -> dict[str, States]:
+    """{env name: its `states`} for `algorithm.gigpo.anchor=state` ({} for observation); an
+    environment without them is a configuration error, not a silent fallback."""
+    if anchor == "observation":
+        return {}
+    missing = [spec.name for spec in specs if spec.states is None]
+    if missing:
+        raise ValueError(
+            f"algorithm.gigpo.anchor=state: {', '.join(missing)} does not report its state; "
+            "use algorithm.gigpo.anchor=observation"
+        )
+    return {spec.name: spec.states for spec in specs}
 
 
 def turn_step_rewards(trajectory: Trajectory, score: float) -> list[float]:
@@ -291,7 +323,11 @@ def gigpo(
 
 
 def group_has_signal(
-    estimator: str, trajectories: Sequence[Trajectory], scores: Sequence[float], gamma: float
+    estimator: str,
+    trajectories: Sequence[Trajectory],
+    scores: Sequence[float],
+    gamma: float,
+    states: dict[str, States] | None = None,
 ) -> bool:
     """Whether one group's episodes give any non-zero advantage under `estimator`.
 
@@ -306,7 +342,8 @@ def group_has_signal(
     returns_by_anchor: dict[str, list[float]] = {}
     for trajectory, score in zip(trajectories, scores, strict=True):
         returns = discounted_returns(turn_step_rewards(trajectory, score), gamma)
-        for anchor, value in zip(turn_anchors(trajectory), returns, strict=True):
+        anchors = turn_anchors(trajectory, (states or {}).get(trajectory.env))
+        for anchor, value in zip(anchors, returns, strict=True):
             returns_by_anchor.setdefault(anchor, []).append(value)
     return any(
         not math.isclose(min(values), max(values), rel_tol=1e-9, abs_tol=1e-12)

@@ -120,6 +120,10 @@ episode has the same return, so all-solved groups give no signal at all."""
 class GiGPOConfig(Section):
     step_weight: float = Field(1.0, ge=0)
     """ω in A = A^E + ω·A^S: the weight of the step-level (same anchor state) advantage."""
+    anchor: Literal["observation", "state"] = "observation"
+    """What makes turns one step group: the observation they answered (the paper's choice,
+    where it shows the state), or the environment's state after the actions so far
+    (`EnvSpec.states`; TextCraft: the inventory, which its observations do not show)."""
 
 
 class AlgorithmConfig(Section):

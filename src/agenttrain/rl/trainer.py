@@ -38,7 +38,7 @@ from agenttrain.memory.service import ExperienceService, LocalMemory, ReMeClient
 from agenttrain.modeling import build_trainable, load_reference, starts_from_adapter
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
-from agenttrain.rl.advantages import group_has_signal
+from agenttrain.rl.advantages import anchor_states, group_has_signal
 from agenttrain.rl.config import GROUP_BASELINE_ESTIMATORS, TrainConfig
 from agenttrain.rl.curriculum import max_turns_at
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
@@ -104,6 +104,10 @@ class Trainer(TrainingRun):
             [part.spec for part in self.environments.parts], config.reward.recovery_penalty
         )
         """Recovery counts per environment (empty unless `reward.recovery_penalty` asks)."""
+        self.anchor_states = anchor_states(
+            [part.spec for part in self.environments.parts], config.algorithm.gigpo.anchor
+        )
+        """States per environment (empty unless `algorithm.gigpo.anchor=state` asks)."""
         self._set_up_run(allow_config_change)
         self.model, self.tokenizer = self._build_model()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -131,6 +135,7 @@ class Trainer(TrainingRun):
             self.kl_ctrl,
             self.policy.decoder.pad_id,
             self.device,
+            self.anchor_states,
         )
         custom = config.reward.custom_function
         self.reward_fn = load_reward_function(custom.path, custom.name) if custom.path else None
@@ -624,6 +629,7 @@ class Trainer(TrainingRun):
             [batch.trajectories[i] for i in group],
             [batch.scores[i] for i in group],
             algorithm.gamma,
+            self.anchor_states,
         )
 
     @staticmethod

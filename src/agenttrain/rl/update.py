@@ -15,6 +15,7 @@ import torch
 from agenttrain.modeling import autocast
 from agenttrain.rl.advantages import (
     TURN_LEVEL_ESTIMATORS,
+    States,
     get_estimator,
     turn_anchors,
     turn_step_rewards,
@@ -40,8 +41,11 @@ class PolicyUpdate:
         kl_ctrl: KLController,
         pad_id: int,
         device: torch.device,
+        states: dict[str, States] | None = None,
     ) -> None:
         self.config = config
+        self.states = states or {}
+        """Per environment, the states GiGPO anchors on (`algorithm.gigpo.anchor=state`)."""
         self.model = model
         self.reference = reference
         self.optimizer = optimizer
@@ -143,7 +147,7 @@ class PolicyUpdate:
                 gamma=config.algorithm.gamma,
                 env_tokens=config.algorithm.return_at_env_tokens,
                 step_weight=config.algorithm.gigpo.step_weight,
-                **(turn_structure(episodes) if turn_level else {}),
+                **(turn_structure(episodes, self.states) if turn_level else {}),
             )
         token_advantages = advantages[mask.bool()]
         if len(token_advantages):
@@ -358,11 +362,15 @@ def turn_rewards(
     return rewards
 
 
-def turn_structure(episodes: list[Trajectory]) -> dict[str, Any]:
-    """What turn-level estimators need: each turn's token span and anchor text."""
+def turn_structure(
+    episodes: list[Trajectory], states: dict[str, States] | None = None
+) -> dict[str, Any]:
+    """What turn-level estimators need: each turn's token span and anchor text (the
+    observation, or the state where `states` has the episode's environment)."""
+    states = states or {}
     return {
         "turn_spans": [_spans(episode) for episode in episodes],
-        "anchors": [turn_anchors(episode) for episode in episodes],
+        "anchors": [turn_anchors(episode, states.get(episode.env)) for episode in episodes],
     }
 
 

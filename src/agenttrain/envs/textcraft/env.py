@@ -16,7 +16,7 @@ from agenttrain.envs.textcraft.game import TextCraftGame, refused
 from agenttrain.envs.textcraft.oracle import ORACLE, goal_from_observation
 from agenttrain.envs.textcraft.progress import progress
 from agenttrain.envs.textcraft.recipes import default_book, display_name
-from agenttrain.envs.textcraft.recoveries import recoveries
+from agenttrain.envs.textcraft.recoveries import inventory_states, recoveries
 from agenttrain.envs.textcraft.tasks import splits, task
 
 
@@ -59,6 +59,7 @@ SPEC = EnvSpec(
     progress=progress,
     refused=refused,
     recoveries=recoveries,
+    states=inventory_states,
 )
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from agenttrain.envs.textcraft.game import INVENTORY, TextCraftGame, refused
-from agenttrain.envs.textcraft.recipes import RecipeBook, default_book
+from agenttrain.envs.textcraft.recipes import RecipeBook, default_book, display_name
 from agenttrain.envs.textcraft.tasks import task
 
 REFUSED_CRAFT = "craft"
@@ -68,6 +68,21 @@ def _lacking(game: TextCraftGame, action: str) -> tuple[str, list[str]] | None:
     if item := game.uncraftable_get(action):
         return REFUSED_GET, [item]
     return None
+
+
+def inventory_states(task_id: int, actions: Sequence[str]) -> list[str]:
+    """The inventory before each action and after the last, as text (`EnvSpec.states`)."""
+    game = TextCraftGame(default_book(), task(task_id).goal)
+    states = [_held(game)]
+    for action in actions:
+        game.step(action)
+        states.append(_held(game))
+    return states
+
+
+def _held(game: TextCraftGame) -> str:
+    held = sorted(game.inventory.items())
+    return ", ".join(f"{count} {display_name(item)}" for item, count in held if count)
 
 
 def gained(before: dict[str, int], after: dict[str, int]) -> set[str]:
