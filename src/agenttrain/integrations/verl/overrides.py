@@ -391,12 +391,13 @@ def _algorithm(out: Overrides, config: TrainConfig) -> None:
         "verl 0.9.1 always carries the return through env tokens",
         matters=algorithm.return_at_env_tokens != "carry",
     )
-    out.unsupported_key(
-        "algorithm.gigpo.step_weight",
-        algorithm.gigpo.step_weight,
-        "verl 0.9.1 has no GiGPO (runs with adv_estimator=gigpo are refused)",
-        matters=False,
-    )
+    for key in ("step_weight", "anchor"):
+        out.unsupported_key(
+            f"algorithm.gigpo.{key}",
+            getattr(algorithm.gigpo, key),
+            "verl 0.9.1 has no GiGPO (runs with adv_estimator=gigpo are refused)",
+            matters=False,
+        )
     out.unsupported_key(
         "algorithm.max_turns_schedule",
         [stage.model_dump() for stage in algorithm.max_turns_schedule],
