@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
@@ -54,14 +55,7 @@ def check_recovery(record, trainable, checked=False):
         assert ACTION.search(messages[slip + 2]["content"])[1] == "inventory"
         check_named_lack(messages[recovery - 1]["content"], messages[recovery]["content"])
     assert all(trainable[i] for i in replies[1:] if i != slip)
-    # Every observation is the game's answer to the action before it, and the goal is made.
-    env = TextCraftEnv()
-    env.reset_sync(record["task_id"])
-    for i in replies[1:]:
-        result = env.step_sync(ACTION.search(messages[i]["content"])[1].strip())
-        if i + 1 < len(messages):
-            assert messages[i + 1]["content"] == result.observation
-    assert result.reward == 1.0 and result.done
+    replayed(record)
 
 
 def check_named_lack(inventory: str, reply: str) -> None:
@@ -85,12 +79,17 @@ def test_inventory_style_checks_the_inventory_and_names_what_it_lacks(tmp_path):
             check_recovery(record, conversation.trainable, checked=True)
 
 
-def test_inventory_style_in_a_format_without_thoughts_is_refused_before_playing(tmp_path):
+@pytest.mark.parametrize(
+    "option", [["--recovery-style", "inventory"], ["--recovery-from", "get"]], ids=" ".join
+)
+def test_replies_written_here_in_a_format_without_thoughts_are_refused_before_playing(
+    tmp_path, option
+):
     out = tmp_path / "demos.jsonl"
-    args = ["demos", "--out", str(out), "--recovery", "1", "--recovery-style", "inventory"]
+    args = ["demos", "--out", str(out), "--recovery", "1", *option]
     result = CliRunner().invoke(app, [*args, "--format", "json"])
     assert result.exit_code == 2, result.output
-    assert "--recovery-style inventory writes react replies" in result.output
+    assert f"{' '.join(option)} writes react replies" in result.output
     assert not out.exists()
 
 
@@ -166,12 +165,3 @@ def test_both_writes_each_slip_in_some_demos_and_one_per_demo(tmp_path):
     ]
     assert all(len(each) == 1 for each in kinds), kinds
     assert {REFUSED_CRAFT, REFUSED_GET} == {each[0] for each in kinds}
-
-
-def test_a_get_slip_in_a_format_without_thoughts_is_refused_before_playing(tmp_path):
-    out = tmp_path / "demos.jsonl"
-    args = ["demos", "--out", str(out), "--recovery", "1", "--recovery-from", "get"]
-    result = CliRunner().invoke(app, [*args, "--format", "json"])
-    assert result.exit_code == 2, result.output
-    assert "--recovery-from get writes react replies" in result.output
-    assert not out.exists()
