@@ -321,6 +321,20 @@ def test_a_reward_shaping_key_is_reported_as_mattering_under_verl(
     assert reported.matters and "custom reward function" in reported.reason
 
 
+def test_penalties_only_in_solved_groups_are_reported_as_mattering_under_verl(
+    smollm2_dir, tmp_path
+):
+    """Under verl the penalties are not scored at all, so where they apply is reported too."""
+    penalty = ["reward.loop_penalty=0.2"]
+    quiet = generate(recipe(smollm2_dir, penalty, tmp_path), tmp_path)
+    scoped = [*penalty, "reward.refusal_penalty_groups=solved"]
+    loud = generate(recipe(smollm2_dir, scoped, tmp_path), tmp_path)
+    key = "reward.refusal_penalty_groups"
+    assert not any(i.matters for i in quiet.unsupported if i.key == key)
+    reported = next(i for i in loud.unsupported if i.key == key)
+    assert reported.matters and reported.value == "solved"
+
+
 def test_a_task_class_curriculum_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):
     """verl trains on every exported task: a depth-1-only run would silently train on all."""
     quiet = generate(recipe(smollm2_dir, [], tmp_path), tmp_path)

@@ -258,3 +258,51 @@ def test_refusals_not_answered_with_what_was_lacking_score_the_recovery_penalty(
     with pytest.raises(RewardFunctionError, match="largest does not report whether a refusal"):
         Trainer(largest)
     assert not (tmp_path / "largest").exists()
+
+
+def test_refusal_penalties_in_solved_groups_only_stop_rewarding_episodes_that_never_craft(
+    tiny_model_dir, tmp_path
+):
+    """reward.refusal_penalty_groups=solved, on real TextCraft play: in a group nobody solved,
+    the loop and recovery penalties ranked the episode that only fetched (no craft, so no
+    refusal) above one that tried a craft and looped, a preference a policy learns to copy
+    (a seed collapsed to 0% that way); with `solved` that group has no penalty, so no such
+    signal, while a group with a success still charges its failures."""
+    import copy
+
+    from agenttrain.envs.textcraft.recipes import default_book
+
+    solved = cut_oracle_episodes(tmp_path / "solved", max_turns=30)[0]
+    dirt = copy.deepcopy(solved)
+    dirt.task_id = [goal for goal, _ in default_book().goals()].index("minecraft:coarse_dirt")
+    craft = "craft 4 coarse dirt using 2 dirt, 2 gravel"
+    tried = ["get 2 dirt", craft, craft, "get 2 dirt"]  # 1 loop in 4 turns, 2 of 2 unrecovered
+    fetch_only = ["get 2 dirt", "get 2 dirt", "get 2 dirt", "get 2 dirt"]
+    group = {"solved": [solved, replayed(solved, [solved.turns[0].action, *tried[1:]])]}
+    group["unsolved"] = [replayed(dirt, tried), replayed(dirt, fetch_only)]
+    episodes = []
+    for name, members in group.items():
+        for episode in members:
+            episode.group_id = name
+            episodes.append(episode)
+    assert [e.success for e in episodes] == [True, False, False, False]
+    shaping = ["env.name=textcraft", "rollout.action_format=react"]
+    shaping += ["reward.loop_penalty=0.4", "reward.recovery_penalty=0.2"]
+    everywhere, _ = Trainer(recipe(tiny_model_dir, tmp_path / "all", *shaping))._score(episodes, 1)
+    scoped = recipe(
+        tiny_model_dir, tmp_path / "solved_groups", *shaping, "reward.refusal_penalty_groups=solved"
+    )
+    scores, metrics = Trainer(scoped)._score(episodes, 1)
+    tried_cost = 0.4 * 1 / 4 + 0.2 * 2 / 2
+    assert everywhere[2] == pytest.approx(-tried_cost) and everywhere[3] == 0.0
+    assert scores[2] == scores[3] == 0.0  # the unsolved group: nothing to prefer
+    assert scores[0] == 1.0 and scores[1] < 0.0 and scores[1] == everywhere[1]
+    assert metrics["reward/looping"][2] == pytest.approx(0.25)  # still measured, not charged
+
+
+def test_refusal_penalty_groups_without_a_penalty_is_refused(tiny_model_dir, tmp_path):
+    """`solved` with both penalties at 0 would change nothing: a configuration error."""
+    from agenttrain.config import ConfigError
+
+    with pytest.raises(ConfigError, match="loop and recovery penalties are charged, but both"):
+        recipe(tiny_model_dir, tmp_path / "run", "reward.refusal_penalty_groups=solved")

@@ -43,6 +43,7 @@ class SamplingConfig(Section):
 
 
 FrontierTarget = Literal["success", "signal"]
+RefusalPenaltyGroups = Literal["all", "solved"]
 """What frontier sampling estimates per task: its success rate, or its groups' signal rate."""
 
 
@@ -223,6 +224,12 @@ class RewardConfig(Section):
     penalty charges only the repeat; this one tells the right fetch from a wrong one. 0: off.
     Needs an environment that reports recoveries (TextCraft). Evaluation always scores
     success only."""
+    refusal_penalty_groups: RefusalPenaltyGroups = "all"
+    """Where the loop and recovery penalties are charged. all: every group. solved: only
+    groups in which some episode succeeded. In a group nobody solved, these penalties rank
+    the failures by how few refusals they met, and the fewest come from never crafting: a
+    policy can learn to fetch and never craft (seen with `run.seed=1`, docs/results.md).
+    solved leaves such groups to success and progress credit alone."""
 
     @model_validator(mode="after")
     def _fade_needs_a_weight(self) -> RewardConfig:
@@ -230,6 +237,18 @@ class RewardConfig(Section):
             raise ValueError(
                 "reward.progress_fade_steps is set but reward.progress_weight is 0, so there is "
                 "no partial credit to fade: set reward.progress_weight (e.g. 0.5) or remove it"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _scope_needs_a_penalty(self) -> RewardConfig:
+        if self.refusal_penalty_groups != "all" and not (
+            self.loop_penalty or self.recovery_penalty
+        ):
+            raise ValueError(
+                f"reward.refusal_penalty_groups={self.refusal_penalty_groups} says where the "
+                "loop and recovery penalties are charged, but both are 0: set "
+                "reward.loop_penalty or reward.recovery_penalty (e.g. 0.5) or remove it"
             )
         return self
 

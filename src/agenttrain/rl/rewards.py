@@ -216,15 +216,17 @@ def subtract_loop_penalty(
     scores: Sequence[float],
     penalty: float,
     refusals: dict[str, Refusal],
+    charged: Sequence[bool] | None = None,
 ) -> tuple[list[float], dict[str, list[float]]]:
     """Scores with `penalty` × the episode's share of looping turns (`looping_turns`) taken
-    from every unerrored episode, and those shares (logged as their mean, `reward/looping`)."""
+    from every unerrored episode (only those `charged` marks, when given), and those shares
+    (logged as their mean, `reward/looping`)."""
 
     def share(trajectory: Trajectory) -> float:
         loops = looping_turns(trajectory, refusals[trajectory.env])
         return loops / max(1, trajectory.num_turns)
 
-    return _subtract(trajectories, scores, penalty, share, "reward/looping")
+    return _subtract(trajectories, scores, penalty, share, "reward/looping", charged)
 
 
 def looping_turns(trajectory: Trajectory, refused: Refusal) -> int:
@@ -249,15 +251,16 @@ def subtract_recovery_penalty(
     scores: Sequence[float],
     penalty: float,
     recoveries: dict[str, Recoveries],
+    charged: Sequence[bool] | None = None,
 ) -> tuple[list[float], dict[str, list[float]]]:
     """Scores with `penalty` × the episode's share of unrecovered refusals
-    (`unrecovered_share`) taken from every unerrored episode, and those shares (logged as
-    their mean, `reward/unrecovered`)."""
+    (`unrecovered_share`) taken from every unerrored episode (only those `charged` marks,
+    when given), and those shares (logged as their mean, `reward/unrecovered`)."""
 
     def share(trajectory: Trajectory) -> float:
         return unrecovered_share(trajectory, recoveries[trajectory.env])
 
-    return _subtract(trajectories, scores, penalty, share, "reward/unrecovered")
+    return _subtract(trajectories, scores, penalty, share, "reward/unrecovered", charged)
 
 
 def unrecovered_share(trajectory: Trajectory, recoveries: Recoveries) -> float:
@@ -286,14 +289,26 @@ def _subtract(
     penalty: float,
     amount: Callable[[Trajectory], float],
     metric: str,
+    charged: Sequence[bool] | None = None,
 ) -> tuple[list[float], dict[str, list[float]]]:
-    """`penalty` × `amount(episode)` taken from each unerrored episode's score, and the
-    amounts under `metric`. 0: the scores unchanged and nothing logged."""
+    """`penalty` × `amount(episode)` taken from each unerrored episode's score (only those
+    `charged` marks, when given), and the amounts under `metric` (every episode's, charged
+    or not, so the behaviour stays visible). 0: the scores unchanged and nothing logged."""
     if not penalty:
         return list(scores), {}
+    marks = [True] * len(scores) if charged is None else charged
     shaped, amounts = [], []
-    for trajectory, score in zip(trajectories, scores, strict=True):
+    for trajectory, score, charge in zip(trajectories, scores, marks, strict=True):
         share = 0.0 if trajectory.errored else amount(trajectory)
-        shaped.append(score - penalty * share)
+        shaped.append(score - penalty * share if charge else score)
         amounts.append(share)
     return shaped, {metric: amounts}
+
+
+def in_solved_groups(trajectories: Sequence[Trajectory]) -> list[bool]:
+    """For each episode, whether some unerrored episode of its group succeeded: where
+    `reward.refusal_penalty_groups=solved` charges the loop and recovery penalties. In a
+    group nobody solved they would favour the episode that never tried (no craft, no
+    refusal), which a policy learns to copy."""
+    solved = {t.group_id for t in trajectories if t.success and not t.errored}
+    return [t.group_id in solved for t in trajectories]

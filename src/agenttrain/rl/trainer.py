@@ -46,6 +46,7 @@ from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
 from agenttrain.rl.rewards import (
     add_progress,
+    in_solved_groups,
     load_reward_function,
     progress_functions,
     progress_weight_at,
@@ -694,18 +695,22 @@ class Trainer(TrainingRun):
         step when `reward.progress_fade_steps` says so), minus `reward.format_penalty` for an
         episode with a reply the action format refused, minus `reward.loop_penalty` times its
         share of looping turns, minus `reward.recovery_penalty` times its share of refusals
-        not recovered from; and the per-episode values of the extra metrics, averaged
-        over the whole step when logged."""
+        not recovered from (those two only in groups with a success under
+        `reward.refusal_penalty_groups=solved`); and the per-episode values of the extra
+        metrics, averaged over the whole step when logged."""
         scores, extras = self._base_scores(trajectories)
         weight = self.progress_weight(step)
         shaped, progress = add_progress(trajectories, scores, self.progress, weight)
         reward = self.config.reward
         shaped, penalised = subtract_format_penalty(trajectories, shaped, reward.format_penalty)
+        charged = (
+            in_solved_groups(trajectories) if reward.refusal_penalty_groups == "solved" else None
+        )
         shaped, looping = subtract_loop_penalty(
-            trajectories, shaped, reward.loop_penalty, self.refusals
+            trajectories, shaped, reward.loop_penalty, self.refusals, charged
         )
         shaped, unrecovered = subtract_recovery_penalty(
-            trajectories, shaped, reward.recovery_penalty, self.recoveries
+            trajectories, shaped, reward.recovery_penalty, self.recoveries, charged
         )
         return shaped, {**extras, **progress, **penalised, **looping, **unrecovered}
 

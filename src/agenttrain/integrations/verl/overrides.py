@@ -497,6 +497,12 @@ def _reward(out: Overrides, config: TrainConfig) -> None:
         "in a custom reward function",
         matters=config.reward.recovery_penalty > 0,
     )
+    out.unsupported_key(
+        "reward.refusal_penalty_groups",
+        config.reward.refusal_penalty_groups,
+        "the loop and recovery penalties are scored by agenttrain's trainer only",
+        matters=config.reward.refusal_penalty_groups != "all",
+    )
     custom = config.reward.custom_function
     if custom.path is None:  # the environment's reward: loop.reward_function stays false
         for key in ("path", "name", "kwargs"):
