@@ -43,8 +43,9 @@ class SamplingConfig(Section):
 
 
 FrontierTarget = Literal["success", "signal"]
-RefusalPenaltyGroups = Literal["all", "solved"]
 """What frontier sampling estimates per task: its success rate, or its groups' signal rate."""
+RefusalPenaltyGroups = Literal["all", "solved"]
+"""Where the loop and recovery penalties are charged: every group, or groups with a success."""
 
 
 class FrontierConfig(Section):
