@@ -327,9 +327,9 @@ def test_penalties_only_in_solved_groups_are_reported_as_mattering_under_verl(
     """Under verl the penalties are not scored at all, so where they apply is reported too."""
     penalty = ["reward.loop_penalty=0.2"]
     quiet = generate(recipe(smollm2_dir, penalty, tmp_path), tmp_path)
-    scoped = [*penalty, "reward.refusal_penalty_groups=solved"]
+    scoped = [*penalty, "reward.loop_penalty_groups=solved"]
     loud = generate(recipe(smollm2_dir, scoped, tmp_path), tmp_path)
-    key = "reward.refusal_penalty_groups"
+    key = "reward.loop_penalty_groups"
     assert not any(i.matters for i in quiet.unsupported if i.key == key)
     reported = next(i for i in loud.unsupported if i.key == key)
     assert reported.matters and reported.value == "solved"

@@ -263,11 +263,11 @@ def test_refusals_not_answered_with_what_was_lacking_score_the_recovery_penalty(
 def test_refusal_penalties_in_solved_groups_only_stop_rewarding_episodes_that_never_craft(
     tiny_model_dir, tmp_path
 ):
-    """reward.refusal_penalty_groups=solved, on real TextCraft play: in a group nobody solved,
-    the loop and recovery penalties ranked the episode that only fetched (no craft, so no
-    refusal) above one that tried a craft and looped, a preference a policy learns to copy
-    (a seed collapsed to 0% that way); with `solved` that group has no penalty, so no such
-    signal, while a group with a success still charges its failures."""
+    """reward.{loop,recovery}_penalty_groups=solved, on real TextCraft play: in a group
+    nobody solved, the loop and recovery penalties ranked the episode that only fetched (no
+    craft, so no refusal) above one that tried a craft and looped, a preference a policy
+    learns to copy (a seed collapsed to 0% that way); with `solved` that group has no
+    penalty, so no such signal, while a group with a success still charges its failures."""
     import copy
 
     from agenttrain.envs.textcraft.recipes import default_book
@@ -289,9 +289,8 @@ def test_refusal_penalties_in_solved_groups_only_stop_rewarding_episodes_that_ne
     shaping = ["env.name=textcraft", "rollout.action_format=react"]
     shaping += ["reward.loop_penalty=0.4", "reward.recovery_penalty=0.2"]
     everywhere, _ = Trainer(recipe(tiny_model_dir, tmp_path / "all", *shaping))._score(episodes, 1)
-    scoped = recipe(
-        tiny_model_dir, tmp_path / "solved_groups", *shaping, "reward.refusal_penalty_groups=solved"
-    )
+    both = ["reward.loop_penalty_groups=solved", "reward.recovery_penalty_groups=solved"]
+    scoped = recipe(tiny_model_dir, tmp_path / "solved_groups", *shaping, *both)
     scores, metrics = Trainer(scoped)._score(episodes, 1)
     tried_cost = 0.4 * 1 / 4 + 0.2 * 2 / 2
     assert everywhere[2] == pytest.approx(-tried_cost) and everywhere[3] == 0.0
@@ -300,9 +299,51 @@ def test_refusal_penalties_in_solved_groups_only_stop_rewarding_episodes_that_ne
     assert metrics["reward/looping"][2] == pytest.approx(0.25)  # still measured, not charged
 
 
+def test_recovery_penalty_in_solved_groups_keeps_the_loop_penalty_everywhere(
+    tiny_model_dir, tmp_path
+):
+    """Each penalty has its own scope: with only the recovery penalty limited to groups with
+    a success, an unsolved group's episode that repeats a refused craft still pays for the
+    repeat (what came back in a seed when both were limited), but not for going after the
+    wrong item; in a solved group it pays both."""
+    import copy
+
+    from agenttrain.envs.textcraft.recipes import default_book
+
+    solved = cut_oracle_episodes(tmp_path / "solved", max_turns=30)[0]
+    dirt = copy.deepcopy(solved)
+    dirt.task_id = [goal for goal, _ in default_book().goals()].index("minecraft:coarse_dirt")
+    craft = "craft 4 coarse dirt using 2 dirt, 2 gravel"
+    tried = ["get 2 dirt", craft, craft, "get 2 dirt"]  # 1 loop in 4 turns, 2 of 2 unrecovered
+    episodes = [
+        solved,
+        replayed(solved, [solved.turns[0].action, *tried[1:]]),
+        replayed(dirt, tried),
+    ]
+    for episode, group in zip(episodes, ["solved", "solved", "unsolved"], strict=True):
+        episode.group_id = group
+    shaping = ["env.name=textcraft", "rollout.action_format=react", "reward.loop_penalty=0.4"]
+    shaping += ["reward.recovery_penalty=0.2", "reward.recovery_penalty_groups=solved"]
+    scores, metrics = Trainer(recipe(tiny_model_dir, tmp_path / "run", *shaping))._score(
+        episodes, 1
+    )
+    assert scores[2] == pytest.approx(-0.4 * 1 / 4)  # the loop only
+    assert metrics["reward/unrecovered"][2] == pytest.approx(1.0)  # measured, not charged
+    looped, unrecovered = metrics["reward/looping"][1], metrics["reward/unrecovered"][1]
+    assert unrecovered > 0
+    assert scores[1] == pytest.approx(-0.4 * looped - 0.2 * unrecovered)
+
+
 def test_refusal_penalty_groups_without_a_penalty_is_refused(tiny_model_dir, tmp_path):
-    """`solved` with both penalties at 0 would change nothing: a configuration error."""
+    """`solved` for a penalty that is 0 would change nothing: a configuration error."""
     from agenttrain.config import ConfigError
 
-    with pytest.raises(ConfigError, match="loop and recovery penalties are charged, but both"):
-        recipe(tiny_model_dir, tmp_path / "run", "reward.refusal_penalty_groups=solved")
+    with pytest.raises(ConfigError, match="where the loop penalty is charged, but"):
+        recipe(tiny_model_dir, tmp_path / "run", "reward.loop_penalty_groups=solved")
+    with pytest.raises(ConfigError, match="where the recovery penalty is charged, but"):
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "reward.loop_penalty=0.5",
+            "reward.recovery_penalty_groups=solved",
+        )

@@ -44,8 +44,8 @@ class SamplingConfig(Section):
 
 FrontierTarget = Literal["success", "signal"]
 """What frontier sampling estimates per task: its success rate, or its groups' signal rate."""
-RefusalPenaltyGroups = Literal["all", "solved"]
-"""Where the loop and recovery penalties are charged: every group, or groups with a success."""
+PenaltyGroups = Literal["all", "solved"]
+"""Where a refusal penalty is charged: every group, or only groups with a success."""
 
 
 class FrontierConfig(Section):
@@ -225,12 +225,16 @@ class RewardConfig(Section):
     penalty charges only the repeat; this one tells the right fetch from a wrong one. 0: off.
     Needs an environment that reports recoveries (TextCraft). Evaluation always scores
     success only."""
-    refusal_penalty_groups: RefusalPenaltyGroups = "all"
-    """Where the loop and recovery penalties are charged. all: every group. solved: only
-    groups in which some episode succeeded. In a group nobody solved, these penalties rank
-    the failures by how few refusals they met, and the fewest come from never crafting: a
-    policy can learn to fetch and never craft (seen with `run.seed=1`, docs/results.md).
-    solved leaves such groups to success and progress credit alone."""
+    loop_penalty_groups: PenaltyGroups = "all"
+    """Where the loop penalty is charged. all: every group. solved: only groups in which
+    some episode succeeded. In a group nobody solved, the refusal penalties rank the
+    failures by how few refusals they met, and the fewest come from never crafting: a policy
+    can learn to fetch and never craft (seen with `run.seed=1`, docs/results.md). With
+    partial credit for progress on, crafting pays in every group, and keeping this one at
+    all stops a repeated refused craft from coming back where nobody succeeds."""
+    recovery_penalty_groups: PenaltyGroups = "all"
+    """Where the recovery penalty is charged: all groups, or (solved) only groups in which
+    some episode succeeded, for the reason given under `loop_penalty_groups`."""
 
     @model_validator(mode="after")
     def _fade_needs_a_weight(self) -> RewardConfig:
@@ -243,14 +247,14 @@ class RewardConfig(Section):
 
     @model_validator(mode="after")
     def _scope_needs_a_penalty(self) -> RewardConfig:
-        if self.refusal_penalty_groups != "all" and not (
-            self.loop_penalty or self.recovery_penalty
-        ):
-            raise ValueError(
-                f"reward.refusal_penalty_groups={self.refusal_penalty_groups} says where the "
-                "loop and recovery penalties are charged, but both are 0: set "
-                "reward.loop_penalty or reward.recovery_penalty (e.g. 0.5) or remove it"
-            )
+        for name in ("loop", "recovery"):
+            scope = getattr(self, f"{name}_penalty_groups")
+            if scope != "all" and not getattr(self, f"{name}_penalty"):
+                raise ValueError(
+                    f"reward.{name}_penalty_groups={scope} says where the {name} penalty is "
+                    f"charged, but reward.{name}_penalty is 0: set it (e.g. 0.5) or remove "
+                    f"reward.{name}_penalty_groups"
+                )
         return self
 
 

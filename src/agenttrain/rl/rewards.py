@@ -307,7 +307,7 @@ def _subtract(
 
 def in_solved_groups(trajectories: Sequence[Trajectory]) -> list[bool]:
     """For each episode, whether some unerrored episode of its group succeeded: where
-    `reward.refusal_penalty_groups=solved` charges the loop and recovery penalties. In a
+    `reward.loop_penalty_groups=solved` (and `recovery_penalty_groups`) charge a penalty. In a
     group nobody solved they would favour the episode that never tried (no craft, no
     refusal), which a policy learns to copy."""
     solved = {t.group_id for t in trajectories if t.success and not t.errored}

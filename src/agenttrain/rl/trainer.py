@@ -695,22 +695,28 @@ class Trainer(TrainingRun):
         step when `reward.progress_fade_steps` says so), minus `reward.format_penalty` for an
         episode with a reply the action format refused, minus `reward.loop_penalty` times its
         share of looping turns, minus `reward.recovery_penalty` times its share of refusals
-        not recovered from (those two only in groups with a success under
-        `reward.refusal_penalty_groups=solved`); and the per-episode values of the extra
+        not recovered from (each only in groups with a success when its
+        `reward.*_penalty_groups` is `solved`); and the per-episode values of the extra
         metrics, averaged over the whole step when logged."""
         scores, extras = self._base_scores(trajectories)
         weight = self.progress_weight(step)
         shaped, progress = add_progress(trajectories, scores, self.progress, weight)
         reward = self.config.reward
         shaped, penalised = subtract_format_penalty(trajectories, shaped, reward.format_penalty)
-        charged = (
-            in_solved_groups(trajectories) if reward.refusal_penalty_groups == "solved" else None
-        )
+        solved = in_solved_groups(trajectories)
         shaped, looping = subtract_loop_penalty(
-            trajectories, shaped, reward.loop_penalty, self.refusals, charged
+            trajectories,
+            shaped,
+            reward.loop_penalty,
+            self.refusals,
+            solved if reward.loop_penalty_groups == "solved" else None,
         )
         shaped, unrecovered = subtract_recovery_penalty(
-            trajectories, shaped, reward.recovery_penalty, self.recoveries, charged
+            trajectories,
+            shaped,
+            reward.recovery_penalty,
+            self.recoveries,
+            solved if reward.recovery_penalty_groups == "solved" else None,
         )
         return shaped, {**extras, **progress, **penalised, **looping, **unrecovered}
 

@@ -497,12 +497,14 @@ def _reward(out: Overrides, config: TrainConfig) -> None:
         "in a custom reward function",
         matters=config.reward.recovery_penalty > 0,
     )
-    out.unsupported_key(
-        "reward.refusal_penalty_groups",
-        config.reward.refusal_penalty_groups,
-        "the loop and recovery penalties are scored by agenttrain's trainer only",
-        matters=config.reward.refusal_penalty_groups != "all",
-    )
+    for name in ("loop", "recovery"):
+        scope = getattr(config.reward, f"{name}_penalty_groups")
+        out.unsupported_key(
+            f"reward.{name}_penalty_groups",
+            scope,
+            f"the {name} penalty is scored by agenttrain's trainer only",
+            matters=scope != "all",
+        )
     custom = config.reward.custom_function
     if custom.path is None:  # the environment's reward: loop.reward_function stays false
         for key in ("path", "name", "kwargs"):
