@@ -187,6 +187,10 @@ class EnvSpec:
     (one more text than actions; TextCraft: the inventory). GiGPO with
     `algorithm.gigpo.anchor=state` groups turns by it where observations do not show the
     state ("Got 1 stick" follows many inventories)."""
+    action_verbs: tuple[str, ...] = ()
+    """The words its actions start with (TextCraft: get, craft, inventory). Training logs
+    each one's count per episode (`rollout/actions/<verb>`), so a policy that stops using
+    one (e.g. never crafts, to dodge a penalty for refused crafts) shows in the curves."""
     action_fields: tuple[str, ...] = ()
     """The fields of its JSON action (econ: work, consumption). `agenttrain compare` shows
     the distributions of these only, not of stray keys in malformed replies."""

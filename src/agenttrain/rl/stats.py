@@ -1,11 +1,16 @@
-"""Small measuring helpers shared by the trainer and the update: timers and min/mean/max."""
+"""Small measuring helpers shared by the trainer and the update: timers, min/mean/max, and
+how often episodes used each kind of action."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from statistics import fmean
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agenttrain.rollout.trajectory import Trajectory
 
 
 @contextmanager
@@ -27,3 +32,23 @@ def stats(prefix: str, values: Sequence[float]) -> dict[str, float]:
         f"{prefix}/max": max(values),
         f"{prefix}/min": min(values),
     }
+
+
+def actions_by_verb(
+    episodes: Sequence[Trajectory], verbs: Mapping[str, Sequence[str]]
+) -> dict[str, float]:
+    """`rollout/actions/<verb>`: the mean count per episode of actions starting with each
+    verb its environment declares (`EnvSpec.action_verbs`, here `verbs` by env name), over
+    the episodes of environments that declare it."""
+    counts: dict[str, list[int]] = {}
+    for episode in episodes:
+        for verb in verbs.get(episode.env, ()):
+            counts.setdefault(verb, []).append(
+                sum(_starts_with(turn.action, verb) for turn in episode.turns)
+            )
+    return {f"rollout/actions/{verb}": fmean(values) for verb, values in counts.items()}
+
+
+def _starts_with(action: str | None, verb: str) -> bool:
+    words = (action or "").strip().lower().split(maxsplit=1)
+    return bool(words) and words[0] == verb

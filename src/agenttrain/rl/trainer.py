@@ -57,7 +57,7 @@ from agenttrain.rl.rewards import (
     subtract_loop_penalty,
     subtract_recovery_penalty,
 )
-from agenttrain.rl.stats import stats, timed
+from agenttrain.rl.stats import actions_by_verb, stats, timed
 from agenttrain.rl.step_batch import StepBatch
 from agenttrain.rl.task_stats import Pick, TaskStats, pick_frontier, sampling_metrics
 from agenttrain.rl.update import PolicyUpdate
@@ -768,6 +768,8 @@ class Trainer(TrainingRun):
         metrics.update(stats("response_length", [len(t.response_ids) for t in valid]))
         metrics.update(stats("prompt_length", [len(t.prompt_ids) for t in valid]))
         metrics.update(stats("num_turns", [t.num_turns for t in valid]))
+        verbs = {part.name: part.spec.action_verbs for part in self.environments.parts}
+        metrics.update(actions_by_verb(valid, verbs))
         if valid:
             metrics["env/success_rate"] = fmean(t.success for t in valid)
             turns = sum(t.num_turns for t in valid)

@@ -60,6 +60,7 @@ SPEC = EnvSpec(
     refused=refused,
     recoveries=recoveries,
     states=inventory_states,
+    action_verbs=("get", "craft", "inventory"),
 )
 
 
