@@ -42,13 +42,12 @@ def actions_by_verb(
     the episodes of environments that declare it."""
     counts: dict[str, list[int]] = {}
     for episode in episodes:
+        first_words = [_first_word(turn.action) for turn in episode.turns]
         for verb in verbs.get(episode.env, ()):
-            counts.setdefault(verb, []).append(
-                sum(_starts_with(turn.action, verb) for turn in episode.turns)
-            )
+            counts.setdefault(verb, []).append(first_words.count(verb))
     return {f"rollout/actions/{verb}": fmean(values) for verb, values in counts.items()}
 
 
-def _starts_with(action: str | None, verb: str) -> bool:
+def _first_word(action: str | None) -> str:
     words = (action or "").strip().lower().split(maxsplit=1)
-    return bool(words) and words[0] == verb
+    return words[0] if words else ""
