@@ -55,3 +55,24 @@ def test_equal_lines_stay_visible_steps_are_whole_and_grad_norm_has_its_own_pane
             assert all(tick == int(tick) for tick in axis.get_xticks())
     finally:
         plt.close(figure)
+
+
+def test_action_counts_get_their_own_panel_and_nothing_is_pushed_off_the_grid():
+    """rollout/actions/<verb> (TextCraft: get, craft, inventory) is drawn, so a policy that
+    stops crafting shows as a line falling to 0; with every other panel shown too, the grid
+    grows a row instead of dropping the timing panel."""
+    full = rows(0.02)
+    for row, crafts in zip(full, (5.0, 2.0, 0.0), strict=True):
+        row.update({"rollout/actions/craft": crafts, "rollout/actions/get": 4.0})
+        row.update({"actor/entropy": 0.02, "response_length/mean": 40.0, "num_turns/mean": 6.0})
+    figure, plain = training_figure(full), training_figure(rows(0.02))
+    try:
+        shown = panels(figure)
+        lines = {line.get_label(): line for line in shown["actions per episode"].get_lines()}
+        assert set(lines) == {"rollout/actions/craft", "rollout/actions/get"}
+        assert list(lines["rollout/actions/craft"].get_ydata()) == [5.0, 2.0, 0.0]
+        assert "time per step (s)" in shown and len(shown) == 9
+        assert "actions per episode" not in panels(plain)
+    finally:
+        plt.close(figure)
+        plt.close(plain)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import cycle
 from pathlib import Path
 
 import matplotlib
@@ -48,20 +49,33 @@ def _series(rows: list[dict[str, float]], key: str) -> tuple[list[float], list[f
     return [p[0] for p in points], [p[1] for p in points]
 
 
+ACTIONS_PANEL = "actions per episode"
+COLUMNS = 4
+
+
 def shown_panels(rows: list[dict[str, float]]) -> list[tuple[str, tuple[str, ...]]]:
     """The panels with something to show: a panel whose metrics are all absent or zero (KL
-    when no KL term is used) is left out rather than drawn flat."""
+    when no KL term is used) is left out rather than drawn flat. Where the environment
+    declares action verbs, their counts per episode get a panel after the reward's, so a
+    policy that stops crafting shows at a glance."""
+    verbs = tuple(
+        sorted({key for row in rows for key in row if key.startswith("rollout/actions/")})
+    )
+    candidates = [PANELS[0], (ACTIONS_PANEL, verbs), *PANELS[1:]]
     return [
-        (title, keys) for title, keys in PANELS if any(row.get(key) for row in rows for key in keys)
+        (title, keys)
+        for title, keys in candidates
+        if any(row.get(key) for row in rows for key in keys)
     ]
 
 
 def training_figure(rows: list[dict[str, float]]) -> Figure:
-    figure, axes = plt.subplots(2, 4, figsize=(18, 7))
-    flat = axes.flatten()
     panels = shown_panels(rows)
+    grid_rows = max(2, -(-(len(panels) + 1) // COLUMNS))  # + 1: the timing panel
+    figure, axes = plt.subplots(grid_rows, COLUMNS, figsize=(18, 3.5 * grid_rows))
+    flat = axes.flatten()
     for axis, (title, keys) in zip(flat, panels, strict=False):
-        for key, style in zip(keys, LINE_STYLES, strict=False):
+        for key, style in zip(keys, cycle(LINE_STYLES), strict=False):
             steps, values = _series(rows, key)
             if steps:
                 axis.plot(steps, values, markersize=3, label=key, **style)
