@@ -321,18 +321,21 @@ def test_a_reward_shaping_key_is_reported_as_mattering_under_verl(
     assert reported.matters and "custom reward function" in reported.reason
 
 
-def test_penalties_only_in_solved_groups_are_reported_as_mattering_under_verl(
-    smollm2_dir, tmp_path
+@pytest.mark.parametrize(
+    "key, value",
+    [("reward.loop_penalty_groups", "solved"), ("reward.refusal_penalty_cap", "progress")],
+)
+def test_where_and_how_much_the_penalties_charge_is_reported_under_verl(
+    smollm2_dir, tmp_path, key, value
 ):
-    """Under verl the penalties are not scored at all, so where they apply is reported too."""
-    penalty = ["reward.loop_penalty=0.2"]
+    """Under verl the penalties are not scored at all, so their scope and cap are reported
+    too."""
+    penalty = ["reward.loop_penalty=0.2", "reward.progress_weight=0.5"]
     quiet = generate(recipe(smollm2_dir, penalty, tmp_path), tmp_path)
-    scoped = [*penalty, "reward.loop_penalty_groups=solved"]
-    loud = generate(recipe(smollm2_dir, scoped, tmp_path), tmp_path)
-    key = "reward.loop_penalty_groups"
+    loud = generate(recipe(smollm2_dir, [*penalty, f"{key}={value}"], tmp_path), tmp_path)
     assert not any(i.matters for i in quiet.unsupported if i.key == key)
     reported = next(i for i in loud.unsupported if i.key == key)
-    assert reported.matters and reported.value == "solved"
+    assert reported.matters and reported.value == value
 
 
 def test_a_task_class_curriculum_is_reported_as_mattering_under_verl(smollm2_dir, tmp_path):

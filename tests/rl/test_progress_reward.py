@@ -347,3 +347,72 @@ def test_refusal_penalty_groups_without_a_penalty_is_refused(tiny_model_dir, tmp
             "reward.loop_penalty=0.5",
             "reward.recovery_penalty_groups=solved",
         )
+
+
+def test_refusal_penalties_capped_at_progress_never_rank_a_failure_below_doing_nothing(
+    tiny_model_dir, tmp_path
+):
+    """reward.refusal_penalty_cap=progress, on real TextCraft play (oak fence, depth 2): the
+    loop and recovery penalties take at most a failure's partial credit, so in a group
+    nobody solved, trying a craft and being refused never scores below only fetching (the
+    preference a seed collapsed into with the penalties in every group), while a failure
+    that crafted planks still pays for its loop out of that credit, and a success pays in
+    full."""
+    import copy
+
+    from agenttrain.envs.textcraft.recipes import default_book
+
+    template = cut_oracle_episodes(tmp_path / "solved", max_turns=30)[0]
+    fence_task = [goal for goal, _ in default_book().goals()].index("minecraft:oak_fence")
+    logs, planks = "get 1 oak logs", "craft 4 oak planks using 1 oak logs"
+    fence = "craft 3 oak fence using 2 stick, 4 oak planks"
+    plays = {
+        "planks_then_loop": [logs, planks, fence, fence, logs],
+        "refused_only": [logs, fence, fence, logs],
+        "fetch_only": [logs, logs, logs, logs],
+        "solved_after_a_loop": [
+            logs,
+            fence,
+            fence,
+            planks,
+            logs,
+            planks,
+            "craft 4 stick using 2 oak planks",
+            fence,
+        ],
+    }
+    episodes = []
+    for name, actions in plays.items():
+        episode = copy.deepcopy(template)
+        episode.task_id = fence_task
+        episode = replayed(episode, actions)
+        episode.group_id = "solved" if name.startswith("solved") else "unsolved"
+        episodes.append(episode)
+    assert [e.success for e in episodes] == [False, False, False, True]
+    shaping = ["env.name=textcraft", "rollout.action_format=react", "reward.progress_weight=0.5"]
+    shaping += ["reward.loop_penalty=0.2", "reward.recovery_penalty=0.1"]
+    uncapped, _ = Trainer(recipe(tiny_model_dir, tmp_path / "none", *shaping))._score(episodes, 1)
+    capped = recipe(
+        tiny_model_dir, tmp_path / "cap", *shaping, "reward.refusal_penalty_cap=progress"
+    )
+    scores, metrics = Trainer(capped)._score(episodes, 1)
+
+    assert uncapped[1] < uncapped[2] == 0.0  # without the cap, never crafting wins
+    assert scores[1] == scores[2] == 0.0
+    credit = 0.5 * get_spec("textcraft").progress(fence_task, plays["planks_then_loop"])
+    cost = 0.2 * metrics["reward/looping"][0] + 0.1 * metrics["reward/unrecovered"][0]
+    assert 0 < cost < credit  # this one keeps part of its credit
+    assert scores[0] == uncapped[0] == pytest.approx(credit - cost)
+    assert scores[3] == uncapped[3] < 1.0  # a success's loop is charged in full
+
+
+def test_a_refusal_penalty_cap_without_credit_or_penalty_is_refused(tiny_model_dir, tmp_path):
+    """Capping at a partial credit of 0 would switch the penalties off; capping no penalty
+    changes nothing: both configuration errors, before the run."""
+    from agenttrain.config import ConfigError
+
+    cap = "reward.refusal_penalty_cap=progress"
+    with pytest.raises(ConfigError, match="every penalty would be capped at 0"):
+        recipe(tiny_model_dir, tmp_path / "a", "reward.loop_penalty=0.5", cap)
+    with pytest.raises(ConfigError, match="both are 0"):
+        recipe(tiny_model_dir, tmp_path / "b", "reward.progress_weight=0.5", cap)

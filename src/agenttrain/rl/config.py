@@ -45,6 +45,7 @@ class SamplingConfig(Section):
 FrontierTarget = Literal["success", "signal"]
 """What frontier sampling estimates per task: its success rate, or its groups' signal rate."""
 PenaltyGroups = Literal["all", "solved"]
+PenaltyCap = Literal["none", "progress"]
 """Where a refusal penalty is charged: every group, or only groups with a success."""
 
 
@@ -235,6 +236,13 @@ class RewardConfig(Section):
     recovery_penalty_groups: PenaltyGroups = "all"
     """Where the recovery penalty is charged: all groups, or (solved) only groups in which
     some episode succeeded, for the reason given under `loop_penalty_groups`."""
+    refusal_penalty_cap: PenaltyCap = "none"
+    """How much the loop and recovery penalties may take from a failed episode. none: all
+    they charge. progress: at most the partial credit it earned (`progress_weight` times its
+    progress), so a failure that crafted and was refused never scores below one that did
+    nothing, in any group, and never crafting stops being the safe move. The cost: a failure
+    with no progress (every failed depth-1 TextCraft episode) pays no refusal penalty.
+    Successes pay in full."""
 
     @model_validator(mode="after")
     def _fade_needs_a_weight(self) -> RewardConfig:
@@ -255,6 +263,23 @@ class RewardConfig(Section):
                     f"charged, but reward.{name}_penalty is 0: set it (e.g. 0.5) or remove "
                     f"reward.{name}_penalty_groups"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _cap_needs_credit_and_a_penalty(self) -> RewardConfig:
+        if self.refusal_penalty_cap == "none":
+            return self
+        if not self.progress_weight:
+            raise ValueError(
+                "reward.refusal_penalty_cap=progress caps the refusal penalties at the partial "
+                "credit an episode earned, but reward.progress_weight is 0, so every penalty "
+                "would be capped at 0: set reward.progress_weight (e.g. 0.5)"
+            )
+        if not (self.loop_penalty or self.recovery_penalty):
+            raise ValueError(
+                "reward.refusal_penalty_cap=progress caps the loop and recovery penalties, but "
+                "both are 0: set reward.loop_penalty or reward.recovery_penalty (e.g. 0.5)"
+            )
         return self
 
 

@@ -279,6 +279,23 @@ def recovery_functions(specs: Sequence[EnvSpec], penalty: float) -> dict[str, Re
     return _required(specs, "recoveries", "reward.recovery_penalty", penalty, lacks)
 
 
+def cap_at_credit(
+    trajectories: Sequence[Trajectory],
+    before: Sequence[float],
+    after: Sequence[float],
+    credit: Sequence[float],
+) -> list[float]:
+    """Scores `after` the refusal penalties, with what they took from each failed episode
+    capped at the partial `credit` it earned (`reward.refusal_penalty_cap=progress`), so
+    trying and being refused never scores below doing nothing. Successes keep `after`."""
+    return [
+        penalised if trajectory.success else max(penalised, unpenalised - earned)
+        for trajectory, unpenalised, penalised, earned in zip(
+            trajectories, before, after, credit, strict=True
+        )
+    ]
+
+
 def _broke_format(trajectory: Trajectory) -> float:
     return float(trajectory.format_errors > 0)
 

@@ -46,6 +46,7 @@ from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
 from agenttrain.rl.rewards import (
     add_progress,
+    cap_at_credit,
     in_solved_groups,
     load_reward_function,
     progress_functions,
@@ -696,17 +697,20 @@ class Trainer(TrainingRun):
         episode with a reply the action format refused, minus `reward.loop_penalty` times its
         share of looping turns, minus `reward.recovery_penalty` times its share of refusals
         not recovered from (each only in groups with a success when its
-        `reward.*_penalty_groups` is `solved`); and the per-episode values of the extra
+        `reward.*_penalty_groups` is `solved`; together at most a failure's partial credit
+        when `reward.refusal_penalty_cap` is `progress`); and the per-episode values of the extra
         metrics, averaged over the whole step when logged."""
         scores, extras = self._base_scores(trajectories)
         weight = self.progress_weight(step)
-        shaped, progress = add_progress(trajectories, scores, self.progress, weight)
+        credited, progress = add_progress(trajectories, scores, self.progress, weight)
         reward = self.config.reward
-        shaped, penalised = subtract_format_penalty(trajectories, shaped, reward.format_penalty)
+        formatted, penalised = subtract_format_penalty(
+            trajectories, credited, reward.format_penalty
+        )
         solved = in_solved_groups(trajectories)
         shaped, looping = subtract_loop_penalty(
             trajectories,
-            shaped,
+            formatted,
             reward.loop_penalty,
             self.refusals,
             solved if reward.loop_penalty_groups == "solved" else None,
@@ -718,6 +722,9 @@ class Trainer(TrainingRun):
             self.recoveries,
             solved if reward.recovery_penalty_groups == "solved" else None,
         )
+        if reward.refusal_penalty_cap == "progress":
+            credit = [c - s for c, s in zip(credited, scores, strict=True)]
+            shaped = cap_at_credit(trajectories, formatted, shaped, credit)
         return shaped, {**extras, **progress, **penalised, **looping, **unrecovered}
 
     def progress_weight(self, step: int) -> float:

@@ -505,6 +505,12 @@ def _reward(out: Overrides, config: TrainConfig) -> None:
             f"the {name} penalty is scored by agenttrain's trainer only",
             matters=scope != "all",
         )
+    out.unsupported_key(
+        "reward.refusal_penalty_cap",
+        config.reward.refusal_penalty_cap,
+        "the refusal penalties are scored by agenttrain's trainer only",
+        matters=config.reward.refusal_penalty_cap != "none",
+    )
     custom = config.reward.custom_function
     if custom.path is None:  # the environment's reward: loop.reward_function stays false
         for key in ("path", "name", "kwargs"):
