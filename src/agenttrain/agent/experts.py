@@ -19,7 +19,7 @@ from agenttrain.policy.base import ChatMessage, PolicyError, SamplingParams, Tex
 
 SOLVER_BUDGET_S = 20.0
 """CPU seconds an oracle may think about one turn (`agent/budget.py`). Most plans take well
-under a second; a few grid-world plans take seconds (BabyAI test task 163: ~11 s of CPU on
+under a second; a few grid-world plans take seconds (one test task: ~11 s of CPU on
 a slow 2-core machine, where a 10 s budget failed the oracle on a task it solves). Past the
 budget the episode ends as an `agent_error`."""
 
