@@ -45,8 +45,9 @@ class SamplingConfig(Section):
 FrontierTarget = Literal["success", "signal"]
 """What frontier sampling estimates per task: its success rate, or its groups' signal rate."""
 PenaltyGroups = Literal["all", "solved"]
-PenaltyCap = Literal["none", "progress"]
 """Where a refusal penalty is charged: every group, or only groups with a success."""
+PenaltyCap = Literal["none", "progress"]
+"""How much the refusal penalties may take from a failure: all they charge, or its credit."""
 
 
 class FrontierConfig(Section):
