@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
+from agenttrain.eval.resume import ModelFolder
 from agenttrain.eval.runner import expand_models, format_ranges, parse_ranges, select_tasks
 
 runner = CliRunner()
@@ -150,3 +151,24 @@ def test_a_failed_eval_leaves_no_empty_run_folder(tmp_path):
     assert result.exit_code == 2, result.output
     assert "unreachable" in result.output
     assert not out.exists()
+
+
+def test_a_stopped_eval_keeps_a_random_sample_of_tasks_not_the_first_ones(tmp_path, monkeypatch):
+    """TextCraft's test split is sorted by crafting depth: played in order, an evaluation
+    stopped early would have kept only depth-1 episodes (and read far too high)."""
+    kept: list[int] = []
+    keep = ModelFolder.append
+
+    def record(folder, trajectory):
+        kept.append(trajectory.task_info["depth"])
+        keep(folder, trajectory)
+
+    monkeypatch.setattr(ModelFolder, "append", record)
+    out = tmp_path / "eval"
+    args = ["eval", "--model", "oracle", "--tasks", "0-99", "--concurrency", "4"]
+    result = runner.invoke(app, [*args, "--max-turns", "40", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    first_quarter = kept[:25]
+    assert sum(depth >= 2 for depth in first_quarter) >= 10, first_quarter
+    episodes = [json.loads(line) for line in (out / "oracle" / "episodes.jsonl").open()]
+    assert [e["task_id"] for e in episodes] == select_tasks("textcraft", "test", None)

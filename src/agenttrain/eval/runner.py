@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import random
 import shutil
 import signal
 import time
@@ -88,6 +89,22 @@ def over_env_error_limit(results: Sequence[ModelResult], limit: float) -> list[M
         for r in results
         if r.summary["env_error_rate"] + r.summary.get("agent_error_rate", 0.0) > limit
     ]
+
+
+def play_order(requests: Sequence[EpisodeRequest]) -> list[EpisodeRequest]:
+    """`requests` with their groups (a task under one seed) in a fixed random order, each
+    group's samples kept together (they share their prompt's KV cache).
+
+    Splits are often sorted by difficulty (TextCraft's test split by crafting depth), so
+    playing them in order would make a stopped evaluation's kept episodes the easy ones; in
+    this order they are a random sample of the tasks. Scores do not depend on the order:
+    each episode samples from its own seed."""
+    groups: dict[str, list[EpisodeRequest]] = {}
+    for request in requests:
+        groups.setdefault(request.group_id, []).append(request)
+    order = sorted(groups)
+    random.Random(0).shuffle(order)
+    return [request for group in order for request in groups[group]]
 
 
 def select_tasks(env: str, split: str, positions: Sequence[int] | None) -> list[int]:
@@ -366,7 +383,7 @@ def _evaluate_model(
     settings = config.model_dump(mode="json", exclude={"models", "out", "replace"})
     record = ModelFolder(config.out / slug(model), {**settings, "model": model}, config.replace)
     done = record.finished()
-    todo = [r for r in requests if episode_key(r.task_id, r.seed, r.sample) not in done]
+    todo = [r for r in play_order(requests) if episode_key(r.task_id, r.seed, r.sample) not in done]
     if done:
         console.print(f"{len(done)} episodes already played, {len(todo)} to go ({record.folder})")
     started = time.perf_counter()
