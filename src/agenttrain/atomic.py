@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -23,3 +24,18 @@ def atomic_folder(final: Path) -> Iterator[Path]:
     finally:
         if staging.exists():
             shutil.rmtree(staging)
+
+
+@contextmanager
+def one_at_a_time(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (created if missing), waiting for any other
+    process that holds it. Two first runs on a fresh machine (or two test workers) would
+    otherwise both build the same folder, and the second rename would delete the folder
+    the first is already reading."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

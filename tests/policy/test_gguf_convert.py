@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 from transformers import AutoTokenizer
 
+from agenttrain.atomic import one_at_a_time
 from agenttrain.policy import gguf_convert
 from agenttrain.policy.base import PolicyError
 from agenttrain.policy.chat import ChatTemplate
-from agenttrain.policy.models import EMBEDDED, cache_root
+from agenttrain.policy.models import EMBEDDED, cache_root, embedded_model_dir
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +59,26 @@ def test_a_conversion_of_another_gguf_or_version_is_not_reused(smollm2_dir, gguf
     assert gguf_convert.conversion_dir(root, "m", other) != gguf_convert.conversion_dir(
         root, "m", gguf_path
     )
+
+
+def test_a_second_process_waits_for_the_conversion_under_way_and_reuses_it(
+    smollm2_dir, gguf_path, tmp_path, monkeypatch
+):
+    """Two first runs on a fresh machine (or two test workers): the second must not convert
+    again, nor replace the folder the first is already loading from."""
+    monkeypatch.setenv("AGENTTRAIN_CACHE", str(tmp_path))
+    conversions: list[Path] = []
+    monkeypatch.setattr(gguf_convert, "convert", lambda _gguf, target: conversions.append(target))
+    target = tmp_path / "models" / smollm2_dir.name
+    found: list[Path] = []
+    with one_at_a_time(target.parent / f".{target.name}.lock"):  # the first run converts
+        second = threading.Thread(target=lambda: found.append(embedded_model_dir()))
+        second.start()
+        second.join(timeout=1.0)
+        assert second.is_alive() and not conversions  # it waits instead of converting
+        target.symlink_to(smollm2_dir)  # the first run's conversion appears
+    second.join(timeout=30)
+    assert found == [target] and not conversions
 
 
 def test_a_wrong_eos_is_an_error_naming_both_tokens(smollm2_dir, gguf_path, tmp_path):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from agenttrain.atomic import one_at_a_time
 from agenttrain.policy import gguf_convert
 from agenttrain.policy.base import PolicyError
 
@@ -93,9 +94,12 @@ def embedded_model_dir(name: str = "smollm2-135m") -> Path:
         raise PolicyError(f"the embedded model needs the {model.package} wheel: {INSTALL_HINT}")
     gguf_path = Path(next(iter(spec.submodule_search_locations))) / model.gguf_file
     target = gguf_convert.conversion_dir(cache_root() / "models", model.name, gguf_path)
-    if not gguf_convert.is_complete(target, gguf_path):
-        print(f"converting the embedded {model.name} from GGUF once into {target}", file=sys.stderr)
-        gguf_convert.convert(gguf_path, target)
+    if gguf_convert.is_complete(target, gguf_path):
+        return target
+    with one_at_a_time(target.parent / f".{target.name}.lock"):
+        if not gguf_convert.is_complete(target, gguf_path):  # another process may have done it
+            print(f"converting the embedded {model.name} once into {target}", file=sys.stderr)
+            gguf_convert.convert(gguf_path, target)
     return target
 
 
