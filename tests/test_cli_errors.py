@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -114,11 +115,13 @@ def test_a_port_out_of_range_is_refused_before_binding():
 
 
 def test_an_os_error_no_command_handles_is_one_error_line_not_a_traceback(tmp_path):
-    """Through the real entry point (`python -m agenttrain`), as a user runs it."""
+    """Through the real entry point (`python -m agenttrain`), as a user runs it; the path is
+    longer than the terminal is wide and stays whole (copyable)."""
     import subprocess
     import sys
 
-    blocked = tmp_path / "blocked"
+    blocked = tmp_path / ("a-folder-with-a-long-name-" * 4) / "blocked"
+    blocked.parent.mkdir()
     blocked.write_text("a file where a folder should go")
     command = [sys.executable, "-m", "agenttrain", "eval", "--model", "oracle", "--tasks", "0"]
     done = subprocess.run(
@@ -126,6 +129,7 @@ def test_an_os_error_no_command_handles_is_one_error_line_not_a_traceback(tmp_pa
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "COLUMNS": "80"},
     )
     output = one_line(done.stdout + done.stderr)
     assert done.returncode == 1, output
@@ -151,6 +155,7 @@ def test_demos_refuse_an_unwritable_output_before_playing(tmp_path):
         assert "oracle" not in result.output  # not one episode was played
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_an_unreachable_memory_url_is_one_error_line_before_training(tmp_path):
     """Issue 28: it surfaced as a traceback only after the first step's rollouts; then, as
     one line, followed by aiohttp's "Unclosed client session" warning (a real process)."""

@@ -75,11 +75,14 @@ def run_cli() -> None:
     import errno
     import sys
 
+    from rich.markup import escape
+
     try:
         app(prog_name="agenttrain")
     except OSError as problem:
         what = problem.strerror or str(problem)
         where = f": {problem.filename}" if problem.filename else ""
         hint = " (the disk is full)" if problem.errno == errno.ENOSPC else ""
-        console.print(f"[red]error:[/] {what}{where}{hint}", highlight=False)
+        line = escape(f"{what}{where}{hint}")  # a path may hold brackets
+        console.print(f"[red]error:[/] {line}", highlight=False, soft_wrap=True)  # copyable
         sys.exit(1)

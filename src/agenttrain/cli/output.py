@@ -9,8 +9,9 @@ console = Console()
 
 
 def failure(problem: object, code: int = 2, *, highlight: bool | None = None) -> typer.Exit:
-    """Print `error: <problem>` (markup in it applies); the exit to raise (default status 2)."""
-    console.print(f"[red]error:[/] {problem}", highlight=highlight)
+    """Print `error: <problem>` (markup in it applies) as one unwrapped line, so the paths
+    in it stay copyable; the exit to raise (default status 2)."""
+    console.print(f"[red]error:[/] {problem}", highlight=highlight, soft_wrap=True)
     return typer.Exit(code)
 
 
