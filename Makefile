@@ -45,7 +45,7 @@ $(VERL_STAMP): $(STAMP)
 test: setup $(VERL_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --maxprocesses 4
 
 lint: setup
 	$(BIN)/ruff check --fix src tests benchmarks

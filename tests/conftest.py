@@ -14,6 +14,14 @@ import pytest
 TEST_CACHE = Path(__file__).resolve().parent.parent / ".test-cache"
 os.environ["AGENTTRAIN_CACHE"] = str(TEST_CACHE)
 
+# Under pytest-xdist (`make test`) the workers share the cores: each (and every process it
+# starts) gets its share of threads, or torch's default of one thread per core in every
+# worker oversubscribes them and the suite runs slower than on one worker.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+
 from agenttrain.serving.launch import ServerProcess, start_server  # noqa: E402
 
 

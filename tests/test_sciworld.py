@@ -94,6 +94,7 @@ def test_wire_format_is_agentgyms(server):
 
 
 @needs_java
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_gold_episodes_reach_score_100_with_rewards_that_are_score_deltas(server):
     url, _ = server
     for data_idx in (528, 2242, 3791, 4197):  # test games of four categories

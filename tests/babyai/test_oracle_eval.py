@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
@@ -13,6 +14,7 @@ from agenttrain.envs.babyai.game import BabyAIGame
 from agenttrain.envs.babyai.levels import task
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_the_oracle_solves_a_test_task_that_starts_like_another(tmp_path):
     look_alike, played = 125, 163  # same first observation; 125's moves do not solve 163
     assert BabyAIGame(task(look_alike)).first_observation() == (
@@ -26,6 +28,7 @@ def test_the_oracle_solves_a_test_task_that_starts_like_another(tmp_path):
     assert episode["task_id"] == played and episode["success"]
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_agentgym_exact_babyai_is_served_from_the_cli_and_one_failed_episode_is_recorded(
     tmp_path,
 ):
@@ -65,6 +68,7 @@ def test_an_option_the_environment_does_not_take_is_refused_by_serve():
     assert "agentgym_compat (default False)" in output
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_demos_end_in_bounded_time_and_report_a_solver_past_its_budget(tmp_path):
     """minigrid's bot never finishes planning train task 188 (position 102): the oracle's
     budget turns it into a recorded failure that `demos` reports (issue 24)."""

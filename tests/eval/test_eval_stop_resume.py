@@ -75,6 +75,7 @@ def test_a_stopped_eval_keeps_its_episodes_and_the_same_command_finishes_it(
     assert summary["episodes"] == TOTAL
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_an_eval_into_a_folder_of_another_evaluation_is_refused_unless_replaced(
     tiny_model_dir, tmp_path
 ):
@@ -94,6 +95,7 @@ def test_an_eval_into_a_folder_of_another_evaluation_is_refused_unless_replaced(
     assert settings["rollout"]["max_new_tokens"] == 8
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_more_samples_or_tasks_into_the_same_folder_keep_the_episodes_played(
     tiny_model_dir, tmp_path
 ):

@@ -158,6 +158,7 @@ def health(url: str) -> dict:
         return json.load(response)
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_verl_071_tool_agent_loop_scores_episodes_and_sweeps_cut_sessions(
     verl071, smollm2_dir, tmp_path, start_textcraft
 ):

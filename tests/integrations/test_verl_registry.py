@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from agenttrain.integrations.verl.settings import LoopSettings, loop_entry
@@ -49,6 +50,7 @@ print(json.dumps(seen))
 """
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_every_trajectory_gets_the_yaml_settings(tmp_path, smollm2_dir):
     settings = LoopSettings(
         servers={"babyai": ["http://127.0.0.1:9"]},

@@ -124,6 +124,7 @@ def health(url: str) -> dict:
         return json.load(response)
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_verl_worker_keeps_settings_masks_scores_and_closes_sessions(
     smollm2_dir, tmp_path, start_textcraft
 ):

@@ -121,6 +121,7 @@ def nothing_left(launch: Launch, extra_pids: tuple[int, ...] = ()) -> bool:
     return not any(map(group_alive, groups)) and not any(map(pid_alive, extra_pids))
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_two_textcraft_servers_and_the_memory_service_survive_a_killed_server(launches):
     """Both servers and `agenttrain memory serve` answer, the training gets their URLs; a
     SIGKILLed server comes back on its port; --status shows it; --stop ends everything."""
@@ -175,6 +176,7 @@ def status_rows(launch: Launch) -> dict[str, list[str]]:
     return {row[0]: row[1:] for row in cells if len(row) == 6 and row[0] != "process"}
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_a_dead_server_fails_the_launch_when_restarts_are_off(launches):
     launch = launches({"launch": {"restart": {"enabled": False}}})
     launch.training()
@@ -206,6 +208,7 @@ def stand_in_launch(launches, **extra) -> Launch:
     )
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_ctrl_c_stops_the_training_then_every_process_started(launches):
     launch = stand_in_launch(launches)
     training = launch.training()
@@ -217,6 +220,7 @@ def test_ctrl_c_stops_the_training_then_every_process_started(launches):
     assert launch.state().finished
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_a_sigkilled_launcher_leaves_no_process_behind(launches):
     launch = stand_in_launch(launches)
     training = launch.training()
@@ -233,6 +237,7 @@ def test_a_sigkilled_launcher_leaves_no_process_behind(launches):
     )
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_the_training_finishing_stops_the_services(launches):
     launch = stand_in_launch(launches)
     launch.training()
@@ -287,6 +292,7 @@ def test_a_service_that_is_not_ours_fails_the_identity_check(launches):
     assert nothing_left(launch)
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_a_real_training_runs_against_the_launched_servers(launches, tiny_model_dir):
     """`agenttrain train` itself (tiny model, one GRPO step of Largest Number) as the child."""
     recipe = yaml.safe_load((Path(__file__).parents[2] / "configs/largest_grpo.yaml").read_text())

@@ -121,6 +121,7 @@ FRONTIER = (
 )
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_a_resumed_frontier_run_draws_the_same_tasks_as_an_uninterrupted_one(
     tiny_model_dir, tmp_path
 ):

@@ -81,6 +81,7 @@ def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_metrics(tiny_mode
 @pytest.mark.parametrize(
     ("signum", "code", "name"), [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")]
 )
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_ctrl_c_and_sigterm_save_a_checkpoint_and_exit_cleanly(
     tiny_model_dir, tmp_path, signum, code, name
 ):
@@ -111,6 +112,7 @@ def test_ctrl_c_and_sigterm_save_a_checkpoint_and_exit_cleanly(
     assert "stopped at step" in output and "Checkpoint:" in output
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_a_run_resumed_with_allowed_config_changes_keeps_the_old_config(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 

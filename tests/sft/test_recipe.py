@@ -19,6 +19,7 @@ from agenttrain.run.stages import StageChanged
 runner = CliRunner()
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path):
     out = tmp_path / "recipe"
     arguments = [
@@ -145,6 +146,7 @@ def _rft_recipe(out: Path, model: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_the_rft_baseline_trains_on_own_successes_and_grpo_is_compared_to_it(
     tiny_model_dir, tmp_path, monkeypatch
 ):

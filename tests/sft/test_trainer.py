@@ -59,6 +59,7 @@ def test_sft_on_a_handful_of_demos_drives_the_loss_down(demos_file, smollm2_dir,
     assert losses[-1] < 0.6 * losses[0], losses
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_a_checkpoint_continues_as_an_rl_starting_point_and_in_eval(
     demos_file, tiny_model_dir, tmp_path
 ):
@@ -95,6 +96,7 @@ def test_a_checkpoint_continues_as_an_rl_starting_point_and_in_eval(
         assert (a == b).all(), name
 
 
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_an_interrupted_run_resumes_exactly(demos_file, tiny_model_dir, tmp_path):
     overrides = ("optim.batch_tokens=1024", "data.limit=8", "trainer.save_freq=2")
     reference = SFTTrainer(recipe(demos_file, tiny_model_dir, tmp_path / "a", *overrides))
