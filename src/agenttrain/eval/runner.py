@@ -440,19 +440,22 @@ def _play(
         top_p=config.top_p,
         max_new_tokens=config.rollout.max_new_tokens,
     )
+    # Tasks are played in random order (`play_order`), so the running rate is an estimate.
     display = progress_display(console, "solved {solved} {speed}", max_lines=PLAIN_PROGRESS_LINES)
     with display as progress:
-        bar = progress.add_task(model[-40:], total=len(requests), solved=0, speed="")
-        solved = 0
+        bar = progress.add_task(model[-40:], total=len(requests), solved="0", speed="")
+        solved = played = 0
 
         def on_episode(trajectory: Trajectory) -> None:
-            nonlocal solved
+            nonlocal solved, played
             record.append(trajectory)
             solved += trajectory.success
+            played += 1
             elapsed = time.perf_counter() - started
             tokens = engine.stats["generated_tokens"]
             speed = f"{tokens / elapsed:.0f} tok/s" if tokens else ""
-            progress.update(bar, advance=1, solved=solved, speed=speed)
+            rate = f"{solved} ({solved / played:.0%})"
+            progress.update(bar, advance=1, solved=rate, speed=speed)
 
         engine = RolloutEngine(policy, spec, envs.environment, config.rollout, sampling, on_episode)
         trajectories = loop.run_until_complete(_run(engine, requests))
