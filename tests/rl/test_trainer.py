@@ -323,3 +323,24 @@ def test_task_sampling_covers_every_task_each_epoch(tiny_model_dir, tmp_path):
     ]
     assert trainer.take_tasks(3)[0].task == first_epoch[10]  # the stream goes on
     assert Trainer(config).task_at(31) == first_epoch[31]  # a pure function of seed and slot
+
+
+def test_a_step_whose_prompts_fill_the_context_says_so_instead_of_crashing(
+    tiny_model_dir, tmp_path, capsys
+):
+    """TextCraft's depth-3 prompts are longer than the recipe's 512-token context, so no
+    episode gets a model turn: there is nothing to learn from, and the run goes on (it raised
+    in backward() before)."""
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        "env.name=textcraft",
+        "env.task_strata=[depth 3]",
+        "rollout.action_format=react",
+        "trainer.total_steps=1",
+        "trainer.test_freq=0",
+    )
+    [row] = train(config)
+    assert row["response_length/clip_ratio"] == 1.0
+    assert row["rollout/trained_episodes"] == 16 and "actor/loss" not in row
+    assert "the model wrote no token in 16 episodes" in " ".join(capsys.readouterr().out.split())

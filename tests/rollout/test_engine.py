@@ -405,3 +405,47 @@ def test_a_parser_exception_is_an_agent_error_not_the_end_of_the_run():
     assert [t.finish_reason for t in trajectories] == ["agent_error", "agent_error"]
     assert trajectories[0].error == "ValueError: cannot read this reply"
     asyncio.run(oracle.aclose())
+
+
+def _plan_length(task: int) -> int:
+    observation = asyncio.run(make_env("textcraft").reset(task)).text
+    return len(TEXTCRAFT.oracle.plan(observation))
+
+
+def test_a_guided_episode_continues_from_the_oracles_turns_in_its_prompt(tokenizer):
+    template = ChatTemplate(tokenizer)
+    scripted = ScriptedOracle(template, tokenizer)
+    length = _plan_length(543)
+    _, [trajectory] = run(scripted, [EpisodeRequest(543, "g", guided_share=0.5)], max_turns=60)
+    guided = length // 2
+    assert trajectory.guided_turns == guided > 0
+    assert trajectory.success and trajectory.num_turns == length
+    # The oracle's turns are prompt: no token of theirs is in the response or trained on.
+    prompt_messages = trajectory.messages[: 3 + 2 * guided]
+    assert prompt_messages[-1]["role"] == "user"
+    assert trajectory.prompt_ids == template.prompt_ids(prompt_messages)
+    assert [t.token_span for t in trajectory.turns[:guided]] == [None] * guided
+    assert all(t.token_span is not None for t in trajectory.turns[guided:])
+    expected = template.encode(template.render(trajectory.messages, add_generation_prompt=False))
+    _, trailing = template._assistant_end
+    assert trajectory.prompt_ids + trajectory.response_ids + template.encode(trailing) == expected
+
+
+def test_a_guided_start_always_leaves_the_model_a_turn(tiny_model, tokenizer):
+    policy = RecordingPolicy(HFPolicy(tiny_model, tokenizer, name="tiny"))
+    length = _plan_length(543)
+    _, [long_plan, short_limit] = run(
+        policy,
+        [
+            EpisodeRequest(543, "a", guided_share=0.99),
+            EpisodeRequest(543, "b", guided_share=0.99, max_turns=3),
+        ],
+        max_turns=60,
+        max_new_tokens=8,
+    )
+    assert long_plan.guided_turns == length - 1
+    assert short_limit.guided_turns == 2 and short_limit.num_turns == 3
+    for trajectory in (long_plan, short_limit):
+        asked = policy.generated[trajectory.episode_id]
+        assert len(asked) == trajectory.num_turns - trajectory.guided_turns >= 1
+        assert sum(trajectory.response_mask) == sum(len(g.token_ids) for g in asked)

@@ -47,15 +47,25 @@ class OracleExpert:
         with time_budget(self.budget_s, self._what):
             return self._next_step(conversation)
 
+    def plan_length(self, conversation: Sequence[ChatMessage]) -> int:
+        """Steps in the oracle's plan for the task (a closed-loop oracle's open-loop estimate)."""
+        with time_budget(self.budget_s, self._what):
+            return len(self._plan(conversation[self._task_index(conversation)].content))
+
     def _next_step(self, conversation: Sequence[ChatMessage]) -> PlannedAction:
+        index = self._task_index(conversation)
+        if self._follow is not None:
+            seen = [m.content for m in conversation[index:] if m.role == "user"]
+            return self._follow(seen)
+        steps = self._plan(conversation[index].content)
+        done = sum(1 for m in conversation[index + 1 :] if m.role == "assistant")
+        return steps[min(done, len(steps) - 1)]
+
+    def _task_index(self, conversation: Sequence[ChatMessage]) -> int:
+        """Where the task's first observation is in the conversation."""
         for index, message in enumerate(conversation):
             if message.role == "user" and self.marker in message.content:
-                if self._follow is not None:
-                    seen = [m.content for m in conversation[index:] if m.role == "user"]
-                    return self._follow(seen)
-                steps = self._plan(message.content)
-                done = sum(1 for m in conversation[index + 1 :] if m.role == "assistant")
-                return steps[min(done, len(steps) - 1)]
+                return index
         raise PolicyError(f"the oracle found no task ({self.marker!r}) in the conversation")
 
     async def chat(

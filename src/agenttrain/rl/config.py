@@ -65,6 +65,22 @@ class FrontierConfig(Section):
     """Added to every priority so no task starves (p(1 − p) is at most 0.25)."""
 
 
+class GuidedStartConfig(Section):
+    """Reverse curriculum (R3, Xi et al. 2024): episodes start part-way along the oracle's
+    solution, so goals too deep to solve from scratch still end in mixed groups. Each group
+    draws its share of the plan uniformly from [0, max_share), and max_share fades linearly to
+    0 over `fade_steps` (0: no fade). Evaluation always starts from scratch."""
+
+    max_share: float = Field(0.0, ge=0, lt=1)
+    fade_steps: int = Field(0, ge=0)
+
+    def share_cap(self, step: int) -> float:
+        """The largest share a group may start from at `step` (steps count from 1)."""
+        if not self.fade_steps:
+            return self.max_share
+        return self.max_share * max(0.0, 1 - (step - 1) / self.fade_steps)
+
+
 class DataConfig(Section):
     batch_tasks: int = Field(8, ge=1, description="tasks per step (verl: train_batch_size)")
     group_size: int = Field(8, ge=1, description="episodes per task (verl: rollout.n)")
@@ -72,13 +88,19 @@ class DataConfig(Section):
     """uniform: the per-epoch shuffled stream; frontier: favour tasks whose estimated success
     is neither 0 nor 1 (candidates drawn from that stream)."""
     frontier: FrontierConfig = Field(default_factory=FrontierConfig)
+    guided_start: GuidedStartConfig = Field(default_factory=GuidedStartConfig)
 
     @model_validator(mode="after")
-    def _frontier_knobs_are_used(self) -> DataConfig:
+    def _knobs_are_used(self) -> DataConfig:
         if self.task_sampling == "uniform" and self.frontier != FrontierConfig():
             raise ValueError(
                 "data.frontier is set but data.task_sampling is uniform, which ignores it: "
                 "set data.task_sampling=frontier (allowed: uniform, frontier)"
+            )
+        if self.guided_start.fade_steps and not self.guided_start.max_share:
+            raise ValueError(
+                "data.guided_start.fade_steps is set but data.guided_start.max_share is 0, so "
+                "no episode starts guided: set max_share (e.g. 0.75)"
             )
         return self
 

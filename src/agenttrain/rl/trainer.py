@@ -40,7 +40,7 @@ from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
 from agenttrain.rl.advantages import anchor_states, group_has_signal
 from agenttrain.rl.config import GROUP_BASELINE_ESTIMATORS, TrainConfig
-from agenttrain.rl.curriculum import max_turns_at
+from agenttrain.rl.curriculum import check_guided_start, guided_share, max_turns_at
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
@@ -98,6 +98,7 @@ class Trainer(TrainingRun):
             [part.spec for part in self.environments.parts], config.reward.progress_weight
         )
         """Partial credit per environment (empty unless `reward.progress_weight` asks)."""
+        check_guided_start(config, [p.spec for p in self.environments.parts])
         self.refusals = refusal_functions(
             [part.spec for part in self.environments.parts], config.reward.loop_penalty
         )
@@ -454,7 +455,8 @@ class Trainer(TrainingRun):
         metrics["rollout/trained_episodes"] = len(batch.kept)
         if progress is not None:
             progress.update(bar, status=f"step {step}: updating on {len(batch.kept)} episodes")
-        if batch.kept:
+        model_tokens = sum(sum(trajectories[i].response_mask) for i in batch.kept)
+        if model_tokens:
             metrics.update(
                 self.update.learn(
                     [trajectories[i] for i in batch.kept], [scores[i] for i in batch.kept], timing
@@ -462,6 +464,11 @@ class Trainer(TrainingRun):
             )
             with timed(timing, "update_weights"):
                 self.policy.sync_weights()
+        elif batch.kept:
+            self.console.print(
+                f"step {step}: no update: the model wrote no token in {len(batch.kept)} episodes "
+                "(each hit rollout.max_context before its first reply)"
+            )
         else:  # said where the user looks, not only in the report (issue 28)
             self.console.print(
                 f"step {step}: no update: no group with a learning signal "
@@ -524,6 +531,7 @@ class Trainer(TrainingRun):
                         seed=derive_seed(config.run.seed, "train", slot.index),
                         max_turns=max_turns[slot.env],
                         with_experience=sample in guided[slot.index],
+                        guided_share=guided_share(config, step, slot.index),
                     ),
                 )
                 for slot in slots
@@ -539,7 +547,8 @@ class Trainer(TrainingRun):
             with timed(timing, "reward"):
                 scores, reward_extra = self._score(trajectories, step)
             batch.add(trajectories, scores, engine_stats, reward_extra)
-            self.task_stats.record(trajectories)
+            # A guided start makes a task look easier than it is: its estimate ignores them.
+            self.task_stats.record([t for t in trajectories if not t.guided_turns])
             groups, dropped = self._trainable_groups(batch)
             informative = [g for g in groups if self._has_signal(batch, g)]
             batch.informative_groups = len(informative)
@@ -638,13 +647,13 @@ class Trainer(TrainingRun):
     def _round_groups(
         batch: StepBatch, round_ids: set[str], groups: list[list[int]], informative: list[list[int]]
     ) -> list[tuple[tuple[str, int], bool]]:
-        """(task, whether its rewards differed) for this round's groups that kept a baseline;
-        earlier rounds' groups were counted when they were played."""
+        """(task, whether its rewards differed) for this round's unguided groups that kept a
+        baseline; earlier rounds' groups were counted when they were played."""
         signal = {batch.trajectories[group[0]].group_id for group in informative}
         counted = []
         for group in groups:
             first = batch.trajectories[group[0]]
-            if first.group_id in round_ids:
+            if first.group_id in round_ids and not first.guided_turns:
                 counted.append(((first.env, first.task_id), first.group_id in signal))
         return counted
 
@@ -784,6 +793,11 @@ class Trainer(TrainingRun):
             metrics["response_length/clip_ratio"] = fmean(
                 t.finish_reason == "context_limit" for t in valid
             )
+        if self.config.data.guided_start.max_share and valid:
+            metrics["rollout/guided_turns"] = fmean(t.guided_turns for t in valid)
+            unguided = [t for t in valid if not t.guided_turns]
+            if unguided:
+                metrics["env/unguided_success_rate"] = fmean(t.success for t in unguided)
         return metrics
 
     # -- validation ---------------------------------------------------------------------------

@@ -203,6 +203,8 @@ class PolicyUpdate:
                 sums: dict[str, float] = {}
                 for micro in micro_batches([lengths[i] for i in indices], actor.micro_batch_tokens):
                     rows = [indices[i] for i in micro]
+                    if not any(episodes[row].response_ids for row in rows):
+                        continue  # nothing the model wrote (each hit the context limit at once)
                     parts, logprobs = self._micro_step(
                         episodes,
                         rows,

@@ -17,6 +17,9 @@ An episode asked to play with experience (`EpisodeRequest.with_experience`) gets
 answer for its task goal in a marked block in its first user turn; when it ends, that block
 is taken out of its messages and `prompt_ids`, so training sees the prompt without it
 (AgentEvolver's "discard" mode) and `Trajectory.experience` keeps what was shown.
+
+A guided episode (`EpisodeRequest.guided_share`) starts where the environment's oracle has
+played part of its plan: the oracle's turns are the start of the conversation, in the prompt.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from agenttrain.agent.conversation import conversation_start
+from agenttrain.agent.experts import OracleExpert
 from agenttrain.agent.formats import ActionFormat, get_format
 from agenttrain.envs.base import Environment, EnvSpec, describe_failure
 from agenttrain.memory.experience import observation_after_block, with_experience
@@ -83,6 +87,10 @@ class EpisodeRequest:
     """This episode's turn limit (e.g. a curriculum's); None: `RolloutConfig.turn_limit`."""
     with_experience: bool = False
     """Inject retrieved experience into the first user turn (needs the engine's `experience`)."""
+    guided_share: float = 0.0
+    """Start part-way along the oracle's solution (a reverse curriculum, as in R3): the oracle
+    plays this share of its plan first, at least one step short of the end. Its turns are the
+    conversation the model continues; they go into `prompt_ids`, so nothing trains on them."""
 
 
 class ExperienceSource(Protocol):
@@ -132,6 +140,8 @@ class RolloutEngine:
         self._queue: list[tuple[GenerationRequest, asyncio.Future[Generation]]] = []
         self._wakeup: asyncio.Event | None = None
         self._live = 0
+        self._oracle: OracleExpert | None = None
+        """Plays the first turns of guided episodes (`EpisodeRequest.guided_share`)."""
 
     async def run(self, requests: Sequence[EpisodeRequest]) -> list[Trajectory]:
         """Play every requested episode; results in request order."""
@@ -223,6 +233,10 @@ class RolloutEngine:
                 trajectory.experience = answer
                 content = with_experience(first.text, answer)
         trajectory.messages.append({"role": "user", "content": content})
+        if request.guided_share > 0 and not await self._play_guided(
+            turns, request.guided_share, trajectory
+        ):
+            return
         if self.template is not None:
             trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages)
         while True:
@@ -259,6 +273,34 @@ class RolloutEngine:
                 self._append(trajectory, delta, None)
             trajectory.messages.append({"role": "user", "content": result.observation})
 
+    async def _play_guided(self, turns: EpisodeTurns, share: float, trajectory: Trajectory) -> bool:
+        """Let the oracle play `share` of its plan (never all of it); False when the episode
+        ended meanwhile (an environment failure, or a closed-loop oracle finishing early)."""
+        if self._oracle is None:
+            self._oracle = OracleExpert(self.spec, self.format)
+        conversation = [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
+        try:
+            length = self._oracle.plan_length(conversation)
+        except PolicyError as problem:  # this episode's observation, not the policy, is at fault
+            raise AgentFailure(f"guided start: {problem}") from None
+        steps = min(int(share * length), length - 1, turns.rules.turn_limit - 1)
+        for _ in range(steps):
+            planned = self._oracle.next_step(conversation)
+            reply = self.format.render(planned.thought, planned.action)
+            result = await turns.play(reply)
+            trajectory.messages.append({"role": "assistant", "content": reply})
+            if result.finish == "env_error":
+                return False
+            trajectory.turns.append(
+                Turn(reply, result.action, result.observation, result.reward, result.done)
+            )
+            trajectory.guided_turns += 1
+            if result.finish is not None:
+                return False
+            trajectory.messages.append({"role": "user", "content": result.observation})
+            conversation = [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
+        return True
+
     def _strip_experience(self, trajectory: Trajectory) -> None:
         """Put the first observation back without the experience block, and rebuild the prompt
         ids from it: the training sequence is the prompt without the block + the response."""
@@ -268,7 +310,8 @@ class RolloutEngine:
         shown = trajectory.messages[index]["content"]
         trajectory.messages[index] = {"role": "user", "content": observation_after_block(shown)}
         if self.template is not None:
-            trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages[: index + 1])
+            prompt_end = index + 1 + 2 * trajectory.guided_turns  # the guided turns are prompt
+            trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages[:prompt_end])
 
     async def _model_turn(self, trajectory: Trajectory) -> tuple[str | None, int, bool]:
         """The model's reply (None when the context is full), its new token count, and

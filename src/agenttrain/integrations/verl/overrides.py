@@ -345,6 +345,14 @@ def _rollout(out: Overrides, config: TrainConfig, prompt_length: int | None) -> 
         out.unsupported_key(
             f"data.frontier.{key}", value, "frontier sampling is agenttrain's trainer only", False
         )
+    guided = config.data.guided_start
+    for key, value in guided.model_dump().items():
+        out.unsupported_key(
+            f"data.guided_start.{key}",
+            value,
+            "guided starts (the oracle plays the first turns) are agenttrain's trainer only",
+            matters=guided.max_share > 0,
+        )
 
 
 def _algorithm(out: Overrides, config: TrainConfig) -> None:
