@@ -412,13 +412,13 @@ def _plan_length(task: int) -> int:
     return len(TEXTCRAFT.oracle.plan(observation))
 
 
-def test_a_guided_episode_continues_from_the_oracles_turns_in_its_prompt(tokenizer):
+def test_an_episode_with_an_oracle_start_continues_from_the_oracles_turns_in_its_prompt(tokenizer):
     template = ChatTemplate(tokenizer)
     scripted = ScriptedOracle(template, tokenizer)
     length = _plan_length(543)
-    _, [trajectory] = run(scripted, [EpisodeRequest(543, "g", guided_share=0.5)], max_turns=60)
+    _, [trajectory] = run(scripted, [EpisodeRequest(543, "g", oracle_share=0.5)], max_turns=60)
     guided = length // 2
-    assert trajectory.guided_turns == guided > 0
+    assert trajectory.oracle_turns == guided > 0
     assert trajectory.success and trajectory.num_turns == length
     # The oracle's turns are prompt: no token of theirs is in the response or trained on.
     prompt_messages = trajectory.messages[: 3 + 2 * guided]
@@ -431,21 +431,21 @@ def test_a_guided_episode_continues_from_the_oracles_turns_in_its_prompt(tokeniz
     assert trajectory.prompt_ids + trajectory.response_ids + template.encode(trailing) == expected
 
 
-def test_a_guided_start_always_leaves_the_model_a_turn(tiny_model, tokenizer):
+def test_a_oracle_start_always_leaves_the_model_a_turn(tiny_model, tokenizer):
     policy = RecordingPolicy(HFPolicy(tiny_model, tokenizer, name="tiny"))
     length = _plan_length(543)
     _, [long_plan, short_limit] = run(
         policy,
         [
-            EpisodeRequest(543, "a", guided_share=0.99),
-            EpisodeRequest(543, "b", guided_share=0.99, max_turns=3),
+            EpisodeRequest(543, "a", oracle_share=0.99),
+            EpisodeRequest(543, "b", oracle_share=0.99, max_turns=3),
         ],
         max_turns=60,
         max_new_tokens=8,
     )
-    assert long_plan.guided_turns == length - 1
-    assert short_limit.guided_turns == 2 and short_limit.num_turns == 3
+    assert long_plan.oracle_turns == length - 1
+    assert short_limit.oracle_turns == 2 and short_limit.num_turns == 3
     for trajectory in (long_plan, short_limit):
         asked = policy.generated[trajectory.episode_id]
-        assert len(asked) == trajectory.num_turns - trajectory.guided_turns >= 1
+        assert len(asked) == trajectory.num_turns - trajectory.oracle_turns >= 1
         assert sum(trajectory.response_mask) == sum(len(g.token_ids) for g in asked)

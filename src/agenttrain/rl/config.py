@@ -65,7 +65,7 @@ class FrontierConfig(Section):
     """Added to every priority so no task starves (p(1 − p) is at most 0.25)."""
 
 
-class GuidedStartConfig(Section):
+class OracleStartConfig(Section):
     """Reverse curriculum (R3, Xi et al. 2024): episodes start part-way along the oracle's
     solution, so goals too deep to solve from scratch still end in mixed groups. Each group
     draws its share of the plan uniformly from [0, max_share), and max_share fades linearly to
@@ -88,7 +88,7 @@ class DataConfig(Section):
     """uniform: the per-epoch shuffled stream; frontier: favour tasks whose estimated success
     is neither 0 nor 1 (candidates drawn from that stream)."""
     frontier: FrontierConfig = Field(default_factory=FrontierConfig)
-    guided_start: GuidedStartConfig = Field(default_factory=GuidedStartConfig)
+    oracle_start: OracleStartConfig = Field(default_factory=OracleStartConfig)
 
     @model_validator(mode="after")
     def _knobs_are_used(self) -> DataConfig:
@@ -97,10 +97,10 @@ class DataConfig(Section):
                 "data.frontier is set but data.task_sampling is uniform, which ignores it: "
                 "set data.task_sampling=frontier (allowed: uniform, frontier)"
             )
-        if self.guided_start.fade_steps and not self.guided_start.max_share:
+        if self.oracle_start.fade_steps and not self.oracle_start.max_share:
             raise ValueError(
-                "data.guided_start.fade_steps is set but data.guided_start.max_share is 0, so "
-                "no episode starts guided: set max_share (e.g. 0.75)"
+                "data.oracle_start.fade_steps is set but data.oracle_start.max_share is 0, so "
+                "no episode starts after the oracle: set max_share (e.g. 0.75)"
             )
         return self
 

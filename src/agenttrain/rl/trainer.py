@@ -40,7 +40,7 @@ from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
 from agenttrain.rl.advantages import anchor_states, group_has_signal
 from agenttrain.rl.config import GROUP_BASELINE_ESTIMATORS, TrainConfig
-from agenttrain.rl.curriculum import check_guided_start, guided_share, max_turns_at
+from agenttrain.rl.curriculum import check_oracle_start, max_turns_at, oracle_share
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
@@ -98,7 +98,7 @@ class Trainer(TrainingRun):
             [part.spec for part in self.environments.parts], config.reward.progress_weight
         )
         """Partial credit per environment (empty unless `reward.progress_weight` asks)."""
-        check_guided_start(config, [p.spec for p in self.environments.parts])
+        check_oracle_start(config, [p.spec for p in self.environments.parts])
         self.refusals = refusal_functions(
             [part.spec for part in self.environments.parts], config.reward.loop_penalty
         )
@@ -531,7 +531,7 @@ class Trainer(TrainingRun):
                         seed=derive_seed(config.run.seed, "train", slot.index),
                         max_turns=max_turns[slot.env],
                         with_experience=sample in guided[slot.index],
-                        guided_share=guided_share(config, step, slot.index),
+                        oracle_share=oracle_share(config, step, slot.index),
                     ),
                 )
                 for slot in slots
@@ -547,8 +547,8 @@ class Trainer(TrainingRun):
             with timed(timing, "reward"):
                 scores, reward_extra = self._score(trajectories, step)
             batch.add(trajectories, scores, engine_stats, reward_extra)
-            # A guided start makes a task look easier than it is: its estimate ignores them.
-            self.task_stats.record([t for t in trajectories if not t.guided_turns])
+            # An oracle start makes a task look easier than it is: its estimate ignores them.
+            self.task_stats.record([t for t in trajectories if not t.oracle_turns])
             groups, dropped = self._trainable_groups(batch)
             informative = [g for g in groups if self._has_signal(batch, g)]
             batch.informative_groups = len(informative)
@@ -647,13 +647,13 @@ class Trainer(TrainingRun):
     def _round_groups(
         batch: StepBatch, round_ids: set[str], groups: list[list[int]], informative: list[list[int]]
     ) -> list[tuple[tuple[str, int], bool]]:
-        """(task, whether its rewards differed) for this round's unguided groups that kept a
+        """(task, whether its rewards differed) for this round's groups from scratch that kept a
         baseline; earlier rounds' groups were counted when they were played."""
         signal = {batch.trajectories[group[0]].group_id for group in informative}
         counted = []
         for group in groups:
             first = batch.trajectories[group[0]]
-            if first.group_id in round_ids and not first.guided_turns:
+            if first.group_id in round_ids and not first.oracle_turns:
                 counted.append(((first.env, first.task_id), first.group_id in signal))
         return counted
 
@@ -793,11 +793,11 @@ class Trainer(TrainingRun):
             metrics["response_length/clip_ratio"] = fmean(
                 t.finish_reason == "context_limit" for t in valid
             )
-        if self.config.data.guided_start.max_share and valid:
-            metrics["rollout/guided_turns"] = fmean(t.guided_turns for t in valid)
-            unguided = [t for t in valid if not t.guided_turns]
-            if unguided:
-                metrics["env/unguided_success_rate"] = fmean(t.success for t in unguided)
+        if self.config.data.oracle_start.max_share and valid:
+            metrics["rollout/oracle_turns"] = fmean(t.oracle_turns for t in valid)
+            from_scratch = [t for t in valid if not t.oracle_turns]
+            if from_scratch:
+                metrics["env/success_rate_from_scratch"] = fmean(t.success for t in from_scratch)
         return metrics
 
     # -- validation ---------------------------------------------------------------------------

@@ -18,8 +18,8 @@ answer for its task goal in a marked block in its first user turn; when it ends,
 is taken out of its messages and `prompt_ids`, so training sees the prompt without it
 (AgentEvolver's "discard" mode) and `Trajectory.experience` keeps what was shown.
 
-A guided episode (`EpisodeRequest.guided_share`) starts where the environment's oracle has
-played part of its plan: the oracle's turns are the start of the conversation, in the prompt.
+An episode with an oracle start (`EpisodeRequest.oracle_share`) begins where the environment's
+oracle has played part of its plan: the oracle's turns open the conversation, in the prompt.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class EpisodeRequest:
     """This episode's turn limit (e.g. a curriculum's); None: `RolloutConfig.turn_limit`."""
     with_experience: bool = False
     """Inject retrieved experience into the first user turn (needs the engine's `experience`)."""
-    guided_share: float = 0.0
+    oracle_share: float = 0.0
     """Start part-way along the oracle's solution (a reverse curriculum, as in R3): the oracle
     plays this share of its plan first, at least one step short of the end. Its turns are the
     conversation the model continues; they go into `prompt_ids`, so nothing trains on them."""
@@ -141,7 +141,7 @@ class RolloutEngine:
         self._wakeup: asyncio.Event | None = None
         self._live = 0
         self._oracle: OracleExpert | None = None
-        """Plays the first turns of guided episodes (`EpisodeRequest.guided_share`)."""
+        """Plays the first turns of oracle starts (`EpisodeRequest.oracle_share`)."""
 
     async def run(self, requests: Sequence[EpisodeRequest]) -> list[Trajectory]:
         """Play every requested episode; results in request order."""
@@ -233,8 +233,8 @@ class RolloutEngine:
                 trajectory.experience = answer
                 content = with_experience(first.text, answer)
         trajectory.messages.append({"role": "user", "content": content})
-        if request.guided_share > 0 and not await self._play_guided(
-            turns, request.guided_share, trajectory
+        if request.oracle_share > 0 and not await self._play_oracle_start(
+            turns, request.oracle_share, trajectory
         ):
             return
         if self.template is not None:
@@ -273,7 +273,9 @@ class RolloutEngine:
                 self._append(trajectory, delta, None)
             trajectory.messages.append({"role": "user", "content": result.observation})
 
-    async def _play_guided(self, turns: EpisodeTurns, share: float, trajectory: Trajectory) -> bool:
+    async def _play_oracle_start(
+        self, turns: EpisodeTurns, share: float, trajectory: Trajectory
+    ) -> bool:
         """Let the oracle play `share` of its plan (never all of it); False when the episode
         ended meanwhile (an environment failure, or a closed-loop oracle finishing early)."""
         if self._oracle is None:
@@ -282,7 +284,7 @@ class RolloutEngine:
         try:
             length = self._oracle.plan_length(conversation)
         except PolicyError as problem:  # this episode's observation, not the policy, is at fault
-            raise AgentFailure(f"guided start: {problem}") from None
+            raise AgentFailure(f"oracle start: {problem}") from None
         steps = min(int(share * length), length - 1, turns.rules.turn_limit - 1)
         for _ in range(steps):
             planned = self._oracle.next_step(conversation)
@@ -294,7 +296,7 @@ class RolloutEngine:
             trajectory.turns.append(
                 Turn(reply, result.action, result.observation, result.reward, result.done)
             )
-            trajectory.guided_turns += 1
+            trajectory.oracle_turns += 1
             if result.finish is not None:
                 return False
             trajectory.messages.append({"role": "user", "content": result.observation})
@@ -310,7 +312,7 @@ class RolloutEngine:
         shown = trajectory.messages[index]["content"]
         trajectory.messages[index] = {"role": "user", "content": observation_after_block(shown)}
         if self.template is not None:
-            prompt_end = index + 1 + 2 * trajectory.guided_turns  # the guided turns are prompt
+            prompt_end = index + 1 + 2 * trajectory.oracle_turns  # the oracle's turns are prompt
             trajectory.prompt_ids = self.template.prompt_ids(trajectory.messages[:prompt_end])
 
     async def _model_turn(self, trajectory: Trajectory) -> tuple[str | None, int, bool]:

@@ -76,8 +76,8 @@ class Trajectory:
     task_info: dict[str, Any] = field(default_factory=dict)
     """What the environment said about the task at reset (e.g. TextCraft's goal and depth)."""
     timing: dict[str, float] = field(default_factory=dict)
-    guided_turns: int = 0
-    """The first turns the oracle played (a guided start, `EpisodeRequest.guided_share`):
+    oracle_turns: int = 0
+    """The first turns the oracle played (an oracle start, `EpisodeRequest.oracle_share`):
     part of the prompt, not trained on, and the task counts as easier than it is."""
     experience: str | None = None
     """Experience shown in the first user turn while playing (None: played without). It is

@@ -345,13 +345,13 @@ def _rollout(out: Overrides, config: TrainConfig, prompt_length: int | None) -> 
         out.unsupported_key(
             f"data.frontier.{key}", value, "frontier sampling is agenttrain's trainer only", False
         )
-    guided = config.data.guided_start
-    for key, value in guided.model_dump().items():
+    start = config.data.oracle_start
+    for key, value in start.model_dump().items():
         out.unsupported_key(
-            f"data.guided_start.{key}",
+            f"data.oracle_start.{key}",
             value,
-            "guided starts (the oracle plays the first turns) are agenttrain's trainer only",
-            matters=guided.max_share > 0,
+            "oracle starts (the oracle plays the first turns) are agenttrain's trainer only",
+            matters=start.max_share > 0,
         )
 
 
