@@ -87,6 +87,29 @@ def test_every_command_documents_an_example(command):
     assert "Example: agenttrain" in result.output
 
 
+@pytest.mark.parametrize(
+    ("command", "paragraph"),
+    [
+        (
+            ["eval"],
+            "Episodes are kept as they end: after Ctrl-C (or SIGTERM) the same command with the "
+            "same --out plays only the missing ones.",
+        ),
+        (
+            ["sft"],
+            "Reads agenttrain trajectories (from `demos` or `eval`), AgentGym AgentTraj or chat "
+            "JSONL; writes checkpoints that `agenttrain train model.path=...` continues from.",
+        ),
+    ],
+)
+def test_help_paragraphs_wrap_to_the_terminal_not_to_the_docstring(command, paragraph):
+    """A docstring's line breaks used to survive into --help, leaving half-lines at 80
+    columns; each paragraph is now one line wherever the terminal is wide enough."""
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert paragraph in [line.strip() for line in result.output.splitlines()]
+
+
 def test_selfplay_checks_the_whole_environment_stack():
     result = subprocess.run(
         [*AGENTTRAIN, "selfplay", "--split", "val"],

@@ -4,6 +4,7 @@ package holds one module a command group, and this file puts them in one app, in
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
@@ -51,6 +52,28 @@ for _name, _command in COMMANDS.items():
     app.command(_name)(_command)
 app.add_typer(verl.app, name="verl")
 app.add_typer(memory.app, name="memory")
+
+
+def one_line_paragraphs(doc: str) -> str:
+    """`doc` with each paragraph on one line, so `--help` wraps it to the terminal: Typer keeps
+    a docstring's single line breaks, which left ragged half-lines at 80 columns. Lines that
+    start a list item or are indented stay on their own."""
+    paragraphs = []
+    for paragraph in inspect.cleandoc(doc).split("\n\n"):
+        lines = paragraph.split("\n")
+        joined = [lines[0]]
+        for line in lines[1:]:
+            if line.startswith(("- ", "* ", " ")):
+                joined.append(line)
+            else:
+                joined[-1] += " " + line
+        paragraphs.append("\n".join(joined))
+    return "\n\n".join(paragraphs)
+
+
+for _app in (app, verl.app, memory.app):
+    for _info in _app.registered_commands:
+        _info.help = one_line_paragraphs(_info.help or inspect.getdoc(_info.callback) or "")
 
 
 def _version(value: bool) -> None:

@@ -114,6 +114,7 @@ def serve(
     """Serve an environment over AgentGym's HTTP protocol (unmodified AgentGym clients work).
 
     Example: agenttrain serve textcraft --host 127.0.0.1 --port 36001
+
     AgentGym's BabyAI exactly (its defects kept): agenttrain serve babyai --port 36005
     --env-kwarg agentgym_compat=true
     """
