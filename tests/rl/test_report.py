@@ -76,3 +76,21 @@ def test_action_counts_get_their_own_panel_and_nothing_is_pushed_off_the_grid():
     finally:
         plt.close(figure)
         plt.close(plain)
+
+
+def test_a_run_with_oracle_starts_shows_success_from_scratch_and_the_oracles_turns():
+    """With data.oracle_start the step's success mixes in help from the oracle: the episodes
+    played from scratch get their own line, and the oracle's turns sit by the turn count."""
+    guided = rows(0.0)
+    for row, scratch in zip(guided, (0.1, 0.2, 0.3), strict=True):
+        row.update({"env/success_rate_from_scratch": scratch, "rollout/oracle_turns": 2.0})
+        row["num_turns/mean"] = 6.0
+    figure = training_figure(guided)
+    try:
+        shown = panels(figure)
+        success = {line.get_label() for line in shown["reward and success"].get_lines()}
+        assert "env/success_rate_from_scratch" in success
+        turns = {line.get_label() for line in shown["turns per episode"].get_lines()}
+        assert turns == {"num_turns/mean", "rollout/oracle_turns"}
+    finally:
+        plt.close(figure)

@@ -16,11 +16,19 @@ from agenttrain.run import checkpoint
 from agenttrain.run.tracking import read_metrics
 
 PANELS = (
-    ("reward and success", ("critic/score/mean", "env/success_rate", "val/success_rate")),
+    (
+        "reward and success",
+        (
+            "critic/score/mean",
+            "env/success_rate",
+            "val/success_rate",
+            "env/success_rate_from_scratch",
+        ),
+    ),
     ("KL", ("actor/kl_loss", "actor/ppo_kl", "actor/reward_kl_penalty")),
     ("entropy", ("actor/entropy",)),
     ("response length (tokens)", ("response_length/mean",)),
-    ("turns per episode", ("num_turns/mean",)),
+    ("turns per episode", ("num_turns/mean", "rollout/oracle_turns")),
     ("losses", ("actor/pg_loss", "actor/loss")),
     ("gradient norm", ("actor/grad_norm",)),
 )
@@ -34,6 +42,7 @@ with equal values (score and success of 0/1 rewards) stay visible."""
 HEADLINE = (
     "critic/score/mean",
     "env/success_rate",
+    "env/success_rate_from_scratch",
     "val/success_rate",
     "rollout/informative_group_share",
     "actor/entropy",
