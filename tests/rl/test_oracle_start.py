@@ -11,7 +11,7 @@ from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.curriculum import check_oracle_start, oracle_share
 from agenttrain.rl.trainer import Trainer
 from agenttrain.rollout.trajectory import read_jsonl
-from rl.tiny_runs import RECIPE, recipe, train
+from rl.tiny_runs import RECIPE, deep_textcraft_step, train
 
 GUIDED = ["data.oracle_start.max_share=0.8", "data.oracle_start.fade_steps=4"]
 
@@ -53,18 +53,13 @@ def test_a_oracle_start_needs_an_oracle_and_an_episode_level_estimator():
 def test_oracle_started_groups_train_after_the_oracles_turns_and_leave_task_estimates_alone(
     tiny_model_dir, tmp_path
 ):
-    config = recipe(
+    config = deep_textcraft_step(
         tiny_model_dir,
         tmp_path / "run",
-        "env.name=textcraft",
-        "env.task_strata=[depth 3]",
-        "rollout.action_format=react",
         "rollout.max_turns=12",
         "rollout.max_new_tokens=8",
         "rollout.max_context=2048",
         "data.oracle_start.max_share=0.9",
-        "trainer.total_steps=1",
-        "trainer.test_freq=0",
     )
     [row] = train(config)
     episodes = list(read_jsonl(tmp_path / "run" / "trajectories" / "step-000001.jsonl"))

@@ -19,7 +19,7 @@ from agenttrain.rl.trainer import Trainer
 from agenttrain.run import checkpoint
 from agenttrain.run.checkpoint import CheckpointError
 from agenttrain.run.tracking import read_metrics
-from rl.tiny_runs import recipe, train
+from rl.tiny_runs import deep_textcraft_step, recipe, train
 
 
 def test_a_run_logs_verl_metrics_and_writes_a_complete_run_folder(tiny_model_dir, tmp_path):
@@ -331,16 +331,7 @@ def test_a_step_whose_prompts_fill_the_context_says_so_instead_of_crashing(
     """TextCraft's depth-3 prompts are longer than the recipe's 512-token context, so no
     episode gets a model turn: there is nothing to learn from, and the run goes on (it raised
     in backward() before)."""
-    config = recipe(
-        tiny_model_dir,
-        tmp_path / "run",
-        "env.name=textcraft",
-        "env.task_strata=[depth 3]",
-        "rollout.action_format=react",
-        "trainer.total_steps=1",
-        "trainer.test_freq=0",
-    )
-    [row] = train(config)
+    [row] = train(deep_textcraft_step(tiny_model_dir, tmp_path / "run"))
     assert row["response_length/clip_ratio"] == 1.0
     assert row["rollout/trained_episodes"] == 16 and "actor/loss" not in row
     assert "the model wrote no token in 16 episodes" in " ".join(capsys.readouterr().out.split())

@@ -32,6 +32,20 @@ def recipe(model_dir, out_dir, *overrides) -> TrainConfig:
     )
 
 
+def deep_textcraft_step(model_dir, out_dir, *overrides) -> TrainConfig:
+    """The recipe on TextCraft's depth-3 goals in the ReAct format, one step, no validation."""
+    return recipe(
+        model_dir,
+        out_dir,
+        "env.name=textcraft",
+        "env.task_strata=[depth 3]",
+        "rollout.action_format=react",
+        "trainer.total_steps=1",
+        "trainer.test_freq=0",
+        *overrides,
+    )
+
+
 def train(config: TrainConfig) -> list[dict]:
     """Run to the end; the metrics rows."""
     Trainer(config).train()

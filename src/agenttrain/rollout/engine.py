@@ -107,6 +107,11 @@ class AgentFailure(Exception):
         self.message = message
 
 
+def _conversation(trajectory: Trajectory) -> list[ChatMessage]:
+    """The episode's messages as a policy or oracle reads them."""
+    return [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
+
+
 def derive_seed(*parts: Any) -> int:
     """A stable 63-bit seed from any parts (independent of PYTHONHASHSEED)."""
     digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
@@ -280,14 +285,13 @@ class RolloutEngine:
         ended meanwhile (an environment failure, or a closed-loop oracle finishing early)."""
         if self._oracle is None:
             self._oracle = OracleExpert(self.spec, self.format)
-        conversation = [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
         try:
-            length = self._oracle.plan_length(conversation)
+            length = self._oracle.plan_length(_conversation(trajectory))
         except PolicyError as problem:  # this episode's observation, not the policy, is at fault
             raise AgentFailure(f"oracle start: {problem}") from None
         steps = min(int(share * length), length - 1, turns.rules.turn_limit - 1)
         for _ in range(steps):
-            planned = self._oracle.next_step(conversation)
+            planned = self._oracle.next_step(_conversation(trajectory))
             reply = self.format.render(planned.thought, planned.action)
             result = await turns.play(reply)
             trajectory.messages.append({"role": "assistant", "content": reply})
@@ -300,7 +304,6 @@ class RolloutEngine:
             if result.finish is not None:
                 return False
             trajectory.messages.append({"role": "user", "content": result.observation})
-            conversation = [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
         return True
 
     def _strip_experience(self, trajectory: Trajectory) -> None:
@@ -318,7 +321,7 @@ class RolloutEngine:
     async def _model_turn(self, trajectory: Trajectory) -> tuple[str | None, int, bool]:
         """The model's reply (None when the context is full), its new token count, and
         whether it was cut off by the token limit."""
-        conversation = [ChatMessage(m["role"], m["content"]) for m in trajectory.messages]
+        conversation = _conversation(trajectory)
         prompt_ids: list[int] = []
         max_new_tokens = min(self.sampling.max_new_tokens, self.config.max_new_tokens)
         if self.template is not None:
