@@ -7,7 +7,8 @@
 # A smoke run on CPU (small shapes, no compile): DEVICE=cpu QUICK=1 OUT=/tmp/o bash benchmarks/gpu_session.sh
 # CHECKS picks the checks (default: decode profile sft_then_grpo, about 10 minutes); "big" adds
 # the 2.9B shape's decode against the anchor (about 5 minutes), e.g. CHECKS="decode big";
-# "big_grpo" GRPO steps of Qwen2.5 1.5B (full) and 7B (LoRA) shapes (about 8 minutes).
+# "big_grpo" GRPO steps of Qwen2.5 1.5B (full) and 7B (LoRA) shapes (about 8 minutes);
+# "recipe" the GPU recipe end to end (issue 22 item 4, issue 26's tens of steps), resumable.
 set -uo pipefail
 OUT=${OUT:?set OUT to a folder for the results}
 DEVICE=${DEVICE:-cuda}
@@ -117,6 +118,29 @@ if wants big_grpo && [ "$DEVICE" = cuda ]; then
     step_summary "$OUT/grpo_$size/metrics.jsonl" | sed "s/^/$size /" | tee -a "$OUT/summary.txt"
   done
   rm -rf "$OUT"/grpo_*/checkpoints
+fi
+# 5. The GPU recipe as a user runs it (issue 22 item 4; issue 26's tens of GRPO steps):
+#    demonstrations -> SFT -> 30 GRPO steps -> base, SFT and SFT+GRPO on 100 test tasks x 4.
+#    Not yet measured; it may take more than one call. Its folder is in the working tree
+#    (runs/, kept while the machine stays warm), so the next CHECKS=recipe call continues
+#    where a call stopped at its limit (RECIPE_LIMIT seconds). Figures are copied to $OUT.
+RECIPE_RUN=runs/textcraft-recipe-gpu
+RECIPE_ARGS=()
+if [ "$QUICK" = 1 ]; then  # the same stages at toy size, on the CPU
+  RECIPE_RUN=$OUT/recipe_run
+  RECIPE_ARGS=("run.out_dir=$RECIPE_RUN" "sft.overrides=[model.device=$DEVICE,data.limit=8]"
+    "grpo.overrides=[model.device=$DEVICE,trainer.total_steps=1,data.batch_tasks=1,data.group_size=2]"
+    eval.tasks=0-1 eval.n=1 eval.concurrency=2)
+fi
+if wants recipe; then
+  check recipe "${RECIPE_LIMIT:-540}" "$PY" -m agenttrain recipe \
+    configs/textcraft_recipe_gpu.yaml "${RECIPE_ARGS[@]}"
+  mkdir -p "$OUT/recipe"
+  (cd "$RECIPE_RUN" && cp --parents -t "$OUT/recipe" report.md recipe.yaml results.json comparison.png \
+    sft/metrics.jsonl grpo/metrics.jsonl grpo/report.md grpo/training.png eval/summary.json \
+    eval/report.md compare/*.md 2>/dev/null)
+  step_summary "$RECIPE_RUN/grpo/metrics.jsonl" | sed "s/^/recipe /" | tee -a "$OUT/summary.txt"
+  grep -hE "^Success:|^- SFT" "$OUT/recipe/report.md" 2>/dev/null | tee -a "$OUT/summary.txt"
 fi
 rm -rf "$OUT/grpo/checkpoints" "$OUT/sft/checkpoints"  # large, not needed for figures
 echo "done; figures: $OUT/summary.txt, decode_*.json, grpo/metrics.jsonl"

@@ -39,6 +39,8 @@ def test_the_gpu_recipe_trains_and_evaluates_on_cuda(tmp_path):
     assert recipe.sft_config.model.device == "cuda"
     grpo = config_io.load(TrainConfig, recipe.config.grpo.config, recipe.grpo_overrides)
     assert grpo.model.device == "cuda" and grpo.model.decode == "auto"
+    # its evaluations fill the card's larger decode buckets, not the CPU's 32 rows
+    assert recipe.eval_config(["m"]).rollout.max_in_flight == 128
 
 
 def test_the_gpu_recipe_carries_the_best_cpu_measured_levers(tmp_path):

@@ -77,6 +77,9 @@ class RecipeEval(Section):
     temperature: float = Field(0.7, ge=0)
     max_turns: int | None = Field(None, ge=1)
     max_new_tokens: int = Field(96, ge=1)
+    concurrency: int = Field(32, ge=1)
+    """Episodes played at once (`agenttrain eval --concurrency`). A GPU decodes 128 rows
+    about as fast per step as 32, so the GPU recipe raises it."""
 
 
 class RFTStage(Section):
@@ -442,6 +445,7 @@ class Recipe:
                 max_turns=settings.max_turns,
                 max_new_tokens=settings.max_new_tokens,
                 action_format=self.config.demos.action_format,
+                max_in_flight=settings.concurrency,
             ),
             device=self.sft_config.model.device,
             out=self.out / "eval",

@@ -109,6 +109,16 @@ def test_an_unreadable_override_value_is_a_config_error():
     assert "override 'sft.overrides': cannot read" in result.output
 
 
+def test_the_recipes_evaluations_play_eval_concurrency_episodes_at_once(tmp_path):
+    from agenttrain.recipe import Recipe, load_recipe
+
+    path = Path("configs/textcraft_recipe.yaml")
+    default = Recipe(load_recipe(path, [f"run.out_dir={tmp_path}"]))
+    assert default.eval_config(["m"]).rollout.max_in_flight == 32  # agenttrain eval's default
+    wider = Recipe(load_recipe(path, [f"run.out_dir={tmp_path}", "eval.concurrency=96"]))
+    assert wider.eval_config(["m"]).rollout.max_in_flight == 96
+
+
 def test_a_command_line_stage_override_list_adds_to_the_recipes_own():
     from agenttrain.recipe import load_recipe
 
