@@ -29,6 +29,8 @@ RECIPES = {
         "algorithm.kl.adaptive=true",
         "actor.lr_schedule=cosine",
         "actor.warmup_steps=2",
+        "algorithm.rollout_correction.level=sequence",
+        "algorithm.rollout_correction.threshold=3.0",
     ],
     "rloo-dapo-bypass": [
         "algorithm.adv_estimator=rloo",
@@ -157,6 +159,9 @@ def test_overrides_compose_with_verls_config_and_validate(
     rollout = composed.actor_rollout_ref.rollout
     assert composed.data.train_batch_size == config.data.batch_tasks
     assert rollout.n == config.data.group_size
+    correction = composed.algorithm.rollout_correction  # TIS, where verl applies it
+    assert correction.rollout_is == config.algorithm.rollout_correction.level
+    assert correction.rollout_is_threshold == config.algorithm.rollout_correction.threshold
     episodes = config.data.batch_tasks * config.data.group_size
     mini_episodes = config.actor.mini_batch_episodes or episodes
     assert actor.ppo_mini_batch_size * rollout.n == mini_episodes

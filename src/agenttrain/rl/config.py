@@ -12,6 +12,7 @@ from agenttrain.memory.config import MemoryConfig
 from agenttrain.modeling import ModelConfig
 from agenttrain.rl.kl import KLType
 from agenttrain.rl.losses import AggMode
+from agenttrain.rl.rollout_correction import CorrectionLevel
 from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run.config import ResumeMode, RunConfig, Section
 
@@ -133,6 +134,16 @@ NEEDS_GROUP = ("grpo", "rloo", "gigpo")
 to the batch-whitened score, as verl does)."""
 
 
+class RolloutCorrectionConfig(Section):
+    """Truncated importance sampling for the rollout/trainer probability gap
+    (rl/rollout_correction.py; verl's `algorithm.rollout_correction`). Off by default."""
+
+    level: CorrectionLevel | None = None
+    """`token`: each token's ratio pi_train / pi_rollout; `sequence`: the episode's product."""
+    threshold: float = Field(2.0, ge=1)
+    """Weights above this are truncated to it (TIS; verl's default 2.0)."""
+
+
 class TurnsStage(Section):
     until_step: int = Field(ge=1)
     max_turns: int = Field(ge=1)
@@ -171,6 +182,7 @@ class AlgorithmConfig(Section):
     reaches only the last reply."""
     kl: KLConfig = Field(default_factory=KLConfig)
     filter_groups: FilterGroupsConfig = Field(default_factory=FilterGroupsConfig)
+    rollout_correction: RolloutCorrectionConfig = Field(default_factory=RolloutCorrectionConfig)
     max_turns_schedule: list[TurnsStage] = Field(default_factory=list)
     """ScalingInter-RL curriculum: max turns by step, e.g. [{until_step: 10, max_turns: 5}]."""
 

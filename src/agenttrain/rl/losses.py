@@ -78,6 +78,7 @@ def ppo_clip_loss(
     clip_c: float,
     agg_mode: str,
     totals: Totals,
+    weights: torch.Tensor | None = None,
 ) -> PolicyLoss:
     """PPO clipped surrogate with separate low/high clip (DAPO clip-higher) and dual-clip.
 
@@ -85,7 +86,8 @@ def ppo_clip_loss(
     for A < 0: L = min(L_clip, -A·clip_c)   (dual-clip, clip_c > 1)
 
     `clip_high` may be a tensor broadcast over the tokens, e.g. [B, 1]: episodes played with
-    experience get their own upper clip (AgentEvolver's off_cliprange_high).
+    experience get their own upper clip (AgentEvolver's off_cliprange_high). `weights`
+    (detached, [B, T]) scale each token's loss: rollout importance weights (TIS).
     """
     log_ratio = (logprobs - old_logprobs).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
@@ -95,6 +97,8 @@ def ppo_clip_loss(
     surrogate = torch.maximum(unclipped, clipped)
     dual = -advantages * clip_c
     loss = torch.where(advantages < 0, torch.minimum(surrogate, dual), surrogate)
+    if weights is not None:
+        loss = loss * weights
     with torch.no_grad():
         clipfrac = masked_mean((clipped > unclipped).float(), mask)
         clipfrac_lower = masked_mean(((surrogate > dual) & (advantages < 0)).float(), mask)

@@ -25,6 +25,7 @@ from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.kl import KLController, kl_penalty
 from agenttrain.rl.logprobs import response_logprobs
 from agenttrain.rl.losses import Totals, agg_loss, ppo_clip_loss
+from agenttrain.rl.rollout_correction import importance_weights
 from agenttrain.rl.stats import stats, timed
 from agenttrain.rollout.trajectory import Trajectory
 
@@ -245,6 +246,20 @@ class PolicyUpdate:
         on = self.config.actor.clip_ratio_high
         return torch.where(guided, off, on).float().unsqueeze(-1)
 
+    def _rollout_weights(
+        self, old: torch.Tensor, rollout: torch.Tensor, mask: torch.Tensor, share: float
+    ) -> tuple[torch.Tensor | None, dict[str, float]]:
+        """TIS weights (`algorithm.rollout_correction`) and their share of the step's metrics;
+        no weights when it is off."""
+        correction = self.config.algorithm.rollout_correction
+        if correction.level is None:
+            return None, {}
+        tis = importance_weights(old, rollout, mask, correction.level, correction.threshold)
+        return tis.weights, {
+            "training/rollout_is_weight_mean": tis.mean * share,
+            "training/rollout_is_truncated": tis.truncated * share,
+        }
+
     def _micro_step(
         self,
         episodes: list[Trajectory],
@@ -279,8 +294,11 @@ class PolicyUpdate:
             old = logprobs.detach()
         else:
             old = old_logprobs[rows, :width].to(self.device)
+        rollout = behaviour[rows, :width].to(self.device)
         if guided[rows].any():
-            old = off_policy_old(old, behaviour[rows, :width].to(self.device), guided[rows])
+            old = off_policy_old(old, rollout, guided[rows])
+        share = float(micro_mask.sum()) / max(totals.tokens, 1)
+        weights, parts = self._rollout_weights(old, rollout, micro_mask, share)
         policy = ppo_clip_loss(
             logprobs,
             old,
@@ -291,10 +309,10 @@ class PolicyUpdate:
             clip_c=actor.clip_ratio_c,
             agg_mode=actor.loss_agg_mode,
             totals=totals,
+            weights=weights,
         )
-        share = float(micro_mask.sum()) / max(totals.tokens, 1)
         loss = policy.loss
-        parts = {
+        parts |= {
             "actor/pg_loss": float(policy.loss.detach()),
             "actor/pg_clipfrac": float(policy.clipfrac) * share,
             "actor/pg_clipfrac_lower": float(policy.clipfrac_lower) * share,

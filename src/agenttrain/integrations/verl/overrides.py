@@ -387,6 +387,9 @@ def _algorithm(out: Overrides, config: TrainConfig) -> None:
         "verl's V1 trainer refills filtered groups with no cap on generation rounds",
         matters=groups.enabled,
     )
+    correction, where = algorithm.rollout_correction, "algorithm.rollout_correction"
+    out.set(f"{where}.level", f"{where}.rollout_is", correction.level)
+    out.set(f"{where}.threshold", f"{where}.rollout_is_threshold", correction.threshold)
     out.unsupported_key(
         "algorithm.epsilon",
         algorithm.epsilon,
