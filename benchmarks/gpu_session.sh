@@ -19,10 +19,11 @@ mkdir -p "$OUT"
 PY=python3  # the GPU machine's; a CPU smoke run uses the project's .venv
 [ "$DEVICE" = cpu ] && [ -x .venv/bin/python ] && PY=.venv/bin/python
 check() {  # check NAME SECONDS COMMAND...: run one check under its limit, log it, go on
+  # (SIGTERM at the limit, SIGKILL KILL_AFTER seconds later: a training saves at SIGTERM)
   local name=$1 limit=$2; shift 2
   local start=$SECONDS
   echo "== $name (limit ${limit}s)"
-  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  timeout --kill-after="${KILL_AFTER:-10}" "$limit" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   echo "$name rc=$rc $((SECONDS - start))s" | tee -a "$OUT/summary.txt"
   tail -n 15 "$OUT/$name.log"
@@ -123,7 +124,8 @@ fi
 #    demonstrations -> SFT -> 30 GRPO steps -> base, SFT and SFT+GRPO on 100 test tasks x 4.
 #    Not yet measured; it may take more than one call. Its folder is in the working tree
 #    (runs/, kept while the machine stays warm), so the next CHECKS=recipe call continues
-#    where a call stopped at its limit (RECIPE_LIMIT seconds). Figures are copied to $OUT.
+#    where a call stopped at its limit (RECIPE_LIMIT seconds; the GRPO stage finishes its
+#    step and saves at SIGTERM, 40 s allowed). Figures are copied to $OUT.
 RECIPE_RUN=runs/textcraft-recipe-gpu
 RECIPE_ARGS=()
 if [ "$QUICK" = 1 ]; then  # the same stages at toy size, on the CPU
@@ -133,7 +135,7 @@ if [ "$QUICK" = 1 ]; then  # the same stages at toy size, on the CPU
     eval.tasks=0-1 eval.n=1 eval.concurrency=2)
 fi
 if wants recipe; then
-  check recipe "${RECIPE_LIMIT:-540}" "$PY" -m agenttrain recipe \
+  KILL_AFTER=40 check recipe "${RECIPE_LIMIT:-500}" "$PY" -m agenttrain recipe \
     configs/textcraft_recipe_gpu.yaml "${RECIPE_ARGS[@]}"
   mkdir -p "$OUT/recipe"
   (cd "$RECIPE_RUN" && cp --parents -t "$OUT/recipe" report.md recipe.yaml results.json comparison.png \
