@@ -21,6 +21,9 @@ AggMode = Literal[
 ]
 AGG_MODES: tuple[str, ...] = AggMode.__args__  # type: ignore[attr-defined]
 
+LOG_RATIO_BOUND = 20.0
+"""Log-ratios are clamped to ±this before `exp`, so one wild token cannot overflow."""
+
 
 @dataclass(frozen=True)
 class Totals:
@@ -89,7 +92,7 @@ def ppo_clip_loss(
     experience get their own upper clip (AgentEvolver's off_cliprange_high). `weights`
     (detached, [B, T]) scale each token's loss: rollout importance weights (TIS).
     """
-    log_ratio = (logprobs - old_logprobs).clamp(-20.0, 20.0)
+    log_ratio = (logprobs - old_logprobs).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     ratio = torch.exp(log_ratio)
     upper = 1.0 + torch.as_tensor(clip_high, dtype=ratio.dtype, device=ratio.device)
     unclipped = -advantages * ratio

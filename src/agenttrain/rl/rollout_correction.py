@@ -20,10 +20,9 @@ from typing import Literal
 
 import torch
 
-CorrectionLevel = Literal["token", "sequence"]
+from agenttrain.rl.losses import LOG_RATIO_BOUND
 
-SAFETY_BOUND = 20.0
-"""Log-ratios are clamped to ±this before `exp`, so one wild token cannot overflow."""
+CorrectionLevel = Literal["token", "sequence"]
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,9 @@ def importance_weights(
         log_ratio = (train_logprobs - rollout_logprobs) * mask
         if level == "sequence":
             log_ratio = log_ratio.sum(-1, keepdim=True).expand_as(mask)
-        raw = torch.exp(log_ratio.clamp(-SAFETY_BOUND, SAFETY_BOUND)) * mask
+        raw = torch.exp(log_ratio.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)) * mask
         weights = raw.clamp(max=threshold)
         tokens = mask.sum().clamp(min=1.0)
-        mean = float((weights * mask).sum() / tokens)
+        mean = float(weights.sum() / tokens)  # weights are 0 off the mask
         truncated = float(((raw > threshold).float() * mask).sum() / tokens)
     return ImportanceWeights(weights, mean, truncated)
