@@ -104,10 +104,18 @@ def test_every_command_documents_an_example(command):
 )
 def test_help_paragraphs_wrap_to_the_terminal_not_to_the_docstring(command, paragraph):
     """A docstring's line breaks used to survive into --help, leaving half-lines at 80
-    columns; each paragraph is now one line wherever the terminal is wide enough."""
-    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0
-    assert paragraph in [line.strip() for line in result.output.splitlines()]
+    columns; each paragraph is now one line wherever the terminal is wide enough. Run as a
+    user runs it, in a new process: in-process, the help came out 80 columns wide in some
+    xdist orders, whatever COLUMNS said (state left by an earlier test in the worker)."""
+    result = subprocess.run(
+        [*AGENTTRAIN, *command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**__import__("os").environ, "COLUMNS": "200"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert paragraph in [line.strip() for line in result.stdout.splitlines()]
 
 
 def test_selfplay_checks_the_whole_environment_stack():
