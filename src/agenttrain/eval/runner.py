@@ -26,6 +26,7 @@ from agenttrain.envs import get_spec
 from agenttrain.envs.source import EnvSource
 from agenttrain.eval.metrics import differences_to_first, summarize
 from agenttrain.eval.resume import ModelFolder, episode_key
+from agenttrain.eval.running import RunningRate
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.loader import load_policy
 from agenttrain.policy.models import resolve
@@ -440,22 +441,21 @@ def _play(
         top_p=config.top_p,
         max_new_tokens=config.rollout.max_new_tokens,
     )
-    # Tasks are played in random order (`play_order`), so the running rate is an estimate.
     display = progress_display(console, "solved {solved} {speed}", max_lines=PLAIN_PROGRESS_LINES)
     with display as progress:
         bar = progress.add_task(model[-40:], total=len(requests), solved="0", speed="")
-        solved = played = 0
+        rate = RunningRate([episode_key(r.task_id, r.seed, r.sample) for r in requests])
 
         def on_episode(trajectory: Trajectory) -> None:
-            nonlocal solved, played
             record.append(trajectory)
-            solved += trajectory.success
-            played += 1
+            rate.add(
+                episode_key(trajectory.task_id, trajectory.seed, trajectory.sample),
+                trajectory.success,
+            )
             elapsed = time.perf_counter() - started
             tokens = engine.stats["generated_tokens"]
             speed = f"{tokens / elapsed:.0f} tok/s" if tokens else ""
-            rate = f"{solved} ({solved / played:.0%})"
-            progress.update(bar, advance=1, solved=rate, speed=speed)
+            progress.update(bar, advance=1, solved=rate.describe(), speed=speed)
 
         engine = RolloutEngine(policy, spec, envs.environment, config.rollout, sampling, on_episode)
         trajectories = loop.run_until_complete(_run(engine, requests))
