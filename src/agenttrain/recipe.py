@@ -30,7 +30,7 @@ from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.config import RunConfig, Section
 from agenttrain.run.stages import StageChanged, StageRecords
-from agenttrain.sft.demos import check_recovery
+from agenttrain.sft.demos import check_quotes, check_recovery
 
 if TYPE_CHECKING:
     from agenttrain.sft.config import SFTConfig
@@ -51,11 +51,16 @@ class DemosStage(Section):
     recovery_from: Literal["craft", "get", "both"] = "craft"
     """The refused action: a craft before its ingredients, a `get` of an item that must be
     crafted, or either (`agenttrain demos --recovery-from`)."""
+    quote_recipes: bool = False
+    """Thoughts quote the listed recipe the first time they work toward an item (TextCraft;
+    `agenttrain demos --quote-recipes`)."""
 
     @model_validator(mode="after")
     def _recovery_exists(self) -> DemosStage:
         if self.recovery:
             check_recovery(self.env, self.recovery_style, self.action_format, self.recovery_from)
+        if self.quote_recipes:
+            check_quotes(self.env, self.action_format)
         return self
 
 
@@ -235,7 +240,7 @@ class Recipe:
         return result
 
     def make_demos(self) -> Path:
-        from agenttrain.sft.demos import add_recovery, write_demos
+        from agenttrain.sft.demos import add_quotes, add_recovery, write_demos
 
         settings = self.stage_settings("demos")
         if self.demos_path.exists():
@@ -261,6 +266,8 @@ class Recipe:
             demos.recovery_style,
             demos.recovery_from,
         )
+        if demos.quote_recipes:
+            add_quotes(staging, demos.env, demos.action_format)
         staging.rename(self.demos_path)
         self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")
@@ -405,7 +412,12 @@ class Recipe:
         if stage == "demos":
             demos = self.config.demos.model_dump(mode="json")
             recorded = (self.records.get("demos") or {}).get("demos", {})
-            defaults = (("recovery", 0.0), ("recovery_style", "plain"), ("recovery_from", "craft"))
+            defaults = (
+                ("recovery", 0.0),
+                ("recovery_style", "plain"),
+                ("recovery_from", "craft"),
+                ("quote_recipes", False),
+            )
             for key, default in defaults:
                 if demos[key] == default and recorded.get(key, default) == default:
                     del demos[key]  # runs recorded before the setting existed still match

@@ -127,6 +127,13 @@ def demos(
             "be crafted) or both (one of them per rewritten demonstration).",
         ),
     ] = "craft",
+    quote_recipes: Annotated[
+        bool,
+        typer.Option(
+            help="Thoughts quote the listed recipe the first time they work toward an item, "
+            "the goal's first (textcraft).",
+        ),
+    ] = False,
 ) -> None:
     """Write successful episodes of a solver on training tasks, as SFT data.
 
@@ -134,11 +141,19 @@ def demos(
     """
     from agenttrain.eval.runner import EvalConfig
     from agenttrain.rollout.engine import RolloutConfig
-    from agenttrain.sft.demos import add_recovery, check_recovery, write_demos
+    from agenttrain.sft.demos import (
+        add_quotes,
+        add_recovery,
+        check_quotes,
+        check_recovery,
+        write_demos,
+    )
 
     try:
         if recovery:
             check_recovery(env, recovery_style, action_format, recovery_from)
+        if quote_recipes:
+            check_quotes(env, action_format)
         config = EvalConfig(
             env=env,
             split=split,
@@ -154,6 +169,7 @@ def demos(
         )
         result = write_demos(config, out, console)
         recovered = add_recovery(out, env, recovery, seed, recovery_style, recovery_from)
+        quoted = add_quotes(out, env, action_format) if quote_recipes else 0
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:
@@ -163,6 +179,8 @@ def demos(
 
         what = REFUSED[recovery_from]
         console.print(f"{recovered} of {result.kept} rewritten to recover from {what}")
+    if quote_recipes:
+        console.print(f"{quoted} with thoughts that quote the recipes they follow")
     console.print(
         f"kept {result.kept} of {result.episodes} episodes (successful ones), "
         f"{result.turns} turns -> {result.out}\n"

@@ -133,3 +133,26 @@ def add_recovery(
     staging.write_text("".join(json.dumps(record) + "\n" for record in records))
     staging.replace(out)
     return rewritten
+
+
+def check_quotes(env: str, action_format: str = "react") -> None:
+    """Refuse `--quote-recipes` where it cannot be written, before play: quotes go in the
+    thoughts of TextCraft's react replies."""
+    if env != "textcraft":
+        raise ValueError(f"--quote-recipes exists for textcraft only, not {env!r}")
+    if action_format != "react":
+        raise ValueError(f"--quote-recipes writes react thoughts; --format is {action_format!r}")
+
+
+def add_quotes(out: Path, env: str, action_format: str = "react") -> int:
+    """Rewrite every demonstration in `out` so that its thoughts quote the recipe they follow
+    the first time they work toward an item (`envs/textcraft/quotes.py`); returns how many."""
+    check_quotes(env, action_format)
+    from agenttrain.envs.textcraft.quotes import with_quoted_recipes
+
+    records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    records = [with_quoted_recipes(record) for record in records]
+    staging = out.with_name(f".{out.name}.quotes")
+    staging.write_text("".join(json.dumps(record) + "\n" for record in records))
+    staging.replace(out)
+    return len(records)

@@ -49,6 +49,8 @@ class _Planner:
         self.inventory: Counter[str] = Counter()
         self.reserved: Counter[str] = Counter()
         self.actions: list[PlannedAction] = []
+        self.recipes: dict[str, tuple[str, str]] = {}
+        """Display name of each crafted item -> (the listed recipe used, what it is for)."""
 
     def ensure(self, item: str, amount: int, purpose: str) -> None:
         free = self.inventory[item] - self.reserved[item]
@@ -70,6 +72,7 @@ class _Planner:
             self.inventory[item] += amount
             return
         recipe = self.easiest_recipe(item)
+        self.recipes.setdefault(name, (recipe.command, purpose))
         crafts = math.ceil(amount / recipe.output_count)
         inputs = [(self.concrete(i, crafts), i.count) for i in recipe.inputs]
         for concrete, count in inputs:
@@ -108,6 +111,14 @@ def plan(goal: str, book: RecipeBook | None = None) -> list[PlannedAction]:
     planner = _Planner(book or default_book())
     planner.produce(goal, 1, "the goal")
     return planner.actions
+
+
+def recipes_used(goal: str, book: RecipeBook | None = None) -> dict[str, tuple[str, str]]:
+    """Display name of each item the plan for `goal` crafts -> (its recipe as the task lists
+    it, the item it is for, or "the goal")."""
+    planner = _Planner(book or default_book())
+    planner.produce(goal, 1, "the goal")
+    return planner.recipes
 
 
 def plan_for_observation(observation: str, book: RecipeBook | None = None) -> list[PlannedAction]:

@@ -1,0 +1,73 @@
+"""Demonstrations whose thoughts quote the recipe they follow.
+
+After SFT on oracle demonstrations, most failed depth-1 test episodes never craft anything
+of the goal's recipe: the policy picks a distractor line or makes one up ("craft 4 coal
+using 9 coal" for a coal block; docs/results.md). The oracle's thoughts never say which of
+the listed commands they follow ("I need 9 coal for coal block; it is a basic item"), so the
+policy has to find the goal's line silently. `with_quoted_recipes` puts the line in the
+thought the first time a turn works toward an item, the goal's first:
+`The recipe for coal block is "craft 1 coal block using 9 coal".` A later action can then
+copy from its own thought. The actions and observations are unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agenttrain.envs.textcraft.oracle import goal_from_observation, recipes_used
+
+SERVES = re.compile(
+    r"I need \d+ .+? for (?P<purpose>.+?); it is a basic item"
+    r"|I have the ingredients for (?P<made>.+?)(?: \(batch \d+ of \d+\))?, so I craft it"
+)
+"""The oracle's sentence in a thought, and the item its action works toward."""
+
+
+def quote(item: str, command: str) -> str:
+    """The sentence put before the oracle's own when `item`'s recipe is first used."""
+    return f'The recipe for {item} is "{command}". '
+
+
+def with_quoted_recipes(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` (a TextCraft demonstration: trajectory or chat record) as a chat record whose
+    trained turns quote each recipe the first time they work toward its item."""
+    messages = [dict(m) for m in _chat(record)]
+    first = next(m["content"] for m in messages if "Goal: craft" in m.get("content", ""))
+    recipes = recipes_used(goal_from_observation(first))
+    quoted: set[str] = set()
+    for message in messages:
+        if message["role"] != "assistant" or message.get("loss") is False:
+            continue
+        match = SERVES.search(message["content"])
+        if match is None:
+            continue
+        chain = _chain(match["purpose"] or match["made"], recipes)
+        text = "".join(quote(item, recipes[item][0]) for item in chain if item not in quoted)
+        quoted.update(chain)
+        content = message["content"]
+        message["content"] = content[: match.start()] + text + content[match.start() :]
+    return {"env": "textcraft", "task_id": record["task_id"], "messages": messages}
+
+
+def _chain(item: str, recipes: dict[str, tuple[str, str]]) -> list[str]:
+    """`item` and what it is for, up to the goal, goal first (items crafted in the plan)."""
+    chain = []
+    while item in recipes and item not in chain:
+        chain.append(item)
+        item = recipes[item][1]
+    return chain[::-1]
+
+
+def _chat(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's messages, with the turns before the first reply (the acknowledgement of
+    the instructions) out of the loss, as a trajectory's response mask leaves them."""
+    if "turns" not in record:
+        return record["messages"]
+    replies = {turn["reply"] for turn in record["turns"]}
+    messages, seen_reply = [], False
+    for message in record["messages"]:
+        seen_reply |= message["content"] in replies and message["role"] == "assistant"
+        trained = message["role"] != "assistant" or seen_reply
+        messages.append(message if trained else {**message, "loss": False})
+    return messages
