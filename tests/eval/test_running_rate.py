@@ -31,3 +31,45 @@ def test_the_progress_text_shows_the_count_and_the_estimate_once_there_is_one():
     assert rate.describe() == "1"  # "a" has not ended: no unbiased estimate yet
     rate.add("a", False)
     assert rate.describe() == "1 · ~50%"
+
+
+def test_the_engine_starts_episodes_in_request_order_which_the_estimate_relies_on():
+    """With fewer slots than episodes, episodes start in the order requested, whatever
+    order they end in; so an ended prefix of the play order is a random sample."""
+    import asyncio
+
+    from agenttrain.agent.experts import OracleExpert
+    from agenttrain.agent.formats import get_format
+    from agenttrain.envs import get_spec, make_env
+    from agenttrain.policy.base import SamplingParams
+    from agenttrain.policy.chat_adapter import ChatPolicyAdapter
+    from agenttrain.rollout import EpisodeRequest, RolloutConfig, RolloutEngine
+
+    started: list[int] = []
+    ended: list[int] = []
+
+    class RecordingResets:
+        def __init__(self) -> None:
+            self.inner = make_env("textcraft")
+
+        async def reset(self, task_id, *args, **kwargs):
+            started.append(task_id)
+            return await self.inner.reset(task_id, *args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    tasks = [543, 12, 140, 300, 7, 420, 99, 250]  # plans of different lengths
+    oracle = ChatPolicyAdapter(OracleExpert("textcraft", get_format("react", "textcraft")))
+    engine = RolloutEngine(
+        oracle,
+        get_spec("textcraft"),
+        RecordingResets,
+        RolloutConfig(max_in_flight=2, max_turns=60),
+        SamplingParams(),
+        on_episode=lambda trajectory: ended.append(trajectory.task_id),
+    )
+    asyncio.run(engine.run([EpisodeRequest(t, str(t)) for t in tasks]))
+    asyncio.run(oracle.aclose())
+    assert started == tasks
+    assert ended != tasks  # they end out of order: the case the estimate is for
