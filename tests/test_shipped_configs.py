@@ -44,9 +44,12 @@ def test_the_gpu_recipe_trains_and_evaluates_on_cuda(tmp_path):
 
 
 def test_the_gpu_recipe_carries_the_best_cpu_measured_levers(tmp_path):
-    """Recovery demonstrations, all of them, and the loop penalty (docs/results.md, #26)."""
+    """Recovery demonstrations (crafts and gets) that quote their recipes, all of them, then
+    GRPO on depth-1 and depth-2 goals: +10.0 points over its SFT (docs/results.md, #26)."""
     path = Path(__file__).parents[1] / "configs" / "textcraft_recipe_gpu.yaml"
     recipe = Recipe(config_io.load(RecipeConfig, path, [f"run.out_dir={tmp_path}"]))
-    assert recipe.config.demos.recovery == 0.5 and recipe.sft_config.data.limit is None
+    demos = recipe.config.demos
+    assert demos.recovery == 0.5 and demos.recovery_from == "both" and demos.quote_recipes
+    assert recipe.sft_config.data.limit is None
     grpo = config_io.load(TrainConfig, recipe.config.grpo.config, recipe.grpo_overrides)
-    assert grpo.reward.loop_penalty == 0.5 and grpo.env.task_strata == ["depth 1", "depth 2"]
+    assert grpo.env.task_strata == ["depth 1", "depth 2"] and grpo.sampling.temperature == 0.8
