@@ -123,16 +123,26 @@ def add_recovery(
 
     rng = random.Random(f"{seed}/recovery")
     slips = SLIPS[recovery_from]
-    records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    records = _read_records(out)
     rewritten = 0
     for index, record in enumerate(records):
         if rng.random() < share and (changed := with_recovery(record, rng, style, slips)):
             records[index] = changed
             rewritten += 1
-    staging = out.with_name(f".{out.name}.recovery")
+    _replace_records(out, records)
+    return rewritten
+
+
+def _read_records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+def _replace_records(out: Path, records: list[dict]) -> None:
+    """Write `records` over `out` in one step (a staging file renamed), so a crash mid-write
+    leaves the previous demonstrations whole."""
+    staging = out.with_name(f".{out.name}.rewrite")
     staging.write_text("".join(json.dumps(record) + "\n" for record in records))
     staging.replace(out)
-    return rewritten
 
 
 def check_quotes(env: str, action_format: str = "react") -> None:
@@ -150,9 +160,6 @@ def add_quotes(out: Path, env: str, action_format: str = "react") -> int:
     check_quotes(env, action_format)
     from agenttrain.envs.textcraft.quotes import with_quoted_recipes
 
-    records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    records = [with_quoted_recipes(record) for record in records]
-    staging = out.with_name(f".{out.name}.quotes")
-    staging.write_text("".join(json.dumps(record) + "\n" for record in records))
-    staging.replace(out)
+    records = [with_quoted_recipes(record) for record in _read_records(out)]
+    _replace_records(out, records)
     return len(records)

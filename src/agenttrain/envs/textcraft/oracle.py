@@ -106,19 +106,21 @@ class _Planner:
         return (in_stock or sorted(members, key=lambda m: (self.book.depth(m), m)))[0]
 
 
-def plan(goal: str, book: RecipeBook | None = None) -> list[PlannedAction]:
-    """Actions (with a short thought each) that craft `goal` (an item id) from nothing."""
+def _planned(goal: str, book: RecipeBook | None) -> _Planner:
     planner = _Planner(book or default_book())
     planner.produce(goal, 1, "the goal")
-    return planner.actions
+    return planner
+
+
+def plan(goal: str, book: RecipeBook | None = None) -> list[PlannedAction]:
+    """Actions (with a short thought each) that craft `goal` (an item id) from nothing."""
+    return _planned(goal, book).actions
 
 
 def recipes_used(goal: str, book: RecipeBook | None = None) -> dict[str, tuple[str, str]]:
     """Display name of each item the plan for `goal` crafts -> (its recipe as the task lists
     it, the item it is for, or "the goal")."""
-    planner = _Planner(book or default_book())
-    planner.produce(goal, 1, "the goal")
-    return planner.recipes
+    return _planned(goal, book).recipes
 
 
 def plan_for_observation(observation: str, book: RecipeBook | None = None) -> list[PlannedAction]:

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from agenttrain.envs.textcraft.oracle import goal_from_observation, recipes_used
+from agenttrain.envs.textcraft.recovery import untrained_start
 
 SERVES = re.compile(
     r"I need \d+ .+? for (?P<purpose>.+?); it is a basic item"
@@ -60,14 +61,9 @@ def _chain(item: str, recipes: dict[str, tuple[str, str]]) -> list[str]:
 
 
 def _chat(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The record's messages, with the turns before the first reply (the acknowledgement of
-    the instructions) out of the loss, as a trajectory's response mask leaves them."""
+    """The record's messages; a trajectory's acknowledgement of the instructions out of the
+    loss, as its response mask leaves it."""
     if "turns" not in record:
         return record["messages"]
-    replies = {turn["reply"] for turn in record["turns"]}
-    messages, seen_reply = [], False
-    for message in record["messages"]:
-        seen_reply |= message["content"] in replies and message["role"] == "assistant"
-        trained = message["role"] != "assistant" or seen_reply
-        messages.append(message if trained else {**message, "loss": False})
-    return messages
+    start = untrained_start(record)
+    return start + record["messages"][len(start) :]

@@ -193,8 +193,7 @@ def _rewritten(
 ) -> dict[str, Any]:
     """The chat record of the replayed `order` whose turn `slip` was refused."""
     turns = record["turns"]
-    head = _conversation_start(record)
-    messages = [{**m, "loss": False} if m["role"] == "assistant" else m for m in head]
+    messages = untrained_start(record)
     recovery = slip + 1 + (order[slip + 1] == CHECK_REPLY)
     for position, (k, result) in enumerate(zip(order, results, strict=True)):
         reply = turns[k]["reply"] if isinstance(k, int) else k
@@ -218,6 +217,13 @@ def _recovery_prefix(
         return RECOVERY_THOUGHT
     item = GET.match(turns[order[slip + 2]]["action"])[1]
     return lacking_thought(item, results[slip + 1].info["inventory"].get(item, 0))
+
+
+def untrained_start(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages before a trajectory record's first reply, its assistant ones (the
+    acknowledgement of the instructions) out of the loss, as the response mask leaves them."""
+    head = _conversation_start(record)
+    return [{**m, "loss": False} if m["role"] == "assistant" else m for m in head]
 
 
 def _conversation_start(record: dict[str, Any]) -> list[dict[str, Any]]:
