@@ -53,3 +53,44 @@ def test_the_gpu_recipe_carries_the_best_cpu_measured_levers(tmp_path):
     assert recipe.sft_config.data.limit is None
     grpo = config_io.load(TrainConfig, recipe.config.grpo.config, recipe.grpo_overrides)
     assert grpo.env.task_strata == ["depth 1", "depth 2"] and grpo.sampling.temperature == 0.8
+
+
+def test_the_quoted_recipe_runs_the_measured_cpu_arm(tmp_path):
+    """configs/textcraft_recipe_quoted.yaml resolves to the settings of the arm measured with
+    separate commands (docs/results.md, #26): a drift here would make its table a new arm."""
+    root = Path(__file__).parents[1]
+    recipe = Recipe(
+        config_io.load(
+            RecipeConfig,
+            root / "configs" / "textcraft_recipe_quoted.yaml",
+            [f"run.out_dir={tmp_path}"],
+        )
+    )
+    demos = recipe.config.demos
+    assert (demos.recovery, demos.recovery_from, demos.quote_recipes) == (0.5, "both", True)
+    measured_sft = config_io.load(
+        SFTConfig,
+        root / "configs" / "textcraft_sft.yaml",
+        ["eval.after_training=false", "data.limit=null"],
+    )
+    assert recipe.sft_config.optim == measured_sft.optim
+    assert recipe.sft_config.data.limit is None and recipe.sft_config.model == measured_sft.model
+    arm = [
+        "trainer.total_steps=4",
+        "trainer.save_freq=1",
+        "trainer.test_freq=0",
+        "data.batch_tasks=4",
+        "data.group_size=8",
+        "algorithm.filter_groups.enabled=true",
+        "algorithm.filter_groups.max_num_gen_batches=2",
+        "sampling.temperature=0.8",
+        "reward.format_penalty=0.5",
+        "env.task_strata=[depth 1, depth 2]",
+    ]
+    measured = config_io.load(TrainConfig, root / "configs" / "textcraft_grpo.yaml", arm)
+    ours = config_io.load(TrainConfig, recipe.config.grpo.config, recipe.grpo_overrides)
+    for part in ("env", "rollout", "sampling", "data", "algorithm", "reward", "trainer", "actor"):
+        assert getattr(ours, part) == getattr(measured, part), part
+    evaluation = recipe.eval_config(["m"])
+    assert (evaluation.n, evaluation.temperature, evaluation.rollout.max_turns) == (4, 0.6, 10)
+    assert evaluation.tasks == list(range(100))
