@@ -128,3 +128,32 @@ def test_selfplay_checks_the_whole_environment_stack():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "44 (100%)" in result.stdout  # every validation task solved through the server
+
+
+def _commands(group, ctx):
+    import click
+
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if isinstance(command, click.Group):
+            yield from _commands(command, ctx)
+        else:
+            yield command
+
+
+def test_off_by_default_flags_have_no_negative_form_widening_the_help():
+    """`--replace/--no-replace` put a third column of `--no-...` names into every option table,
+    which left the help text ~14 characters at 80 columns; a flag that is off by default is
+    turned on by its name and needs no `--no-` form."""
+    import click
+    import typer
+
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    negatives = [
+        f"{command.name} {param.opts[0]}"
+        for command in _commands(group, ctx)
+        for param in command.params
+        if param.secondary_opts and param.default is False
+    ]
+    assert negatives == []

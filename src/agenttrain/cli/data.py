@@ -39,8 +39,9 @@ def data_command(
     first_observation: Annotated[
         bool,
         typer.Option(
+            "--first-observation",
             help="End each verl prompt with the task's first observation (verl <= 0.7's "
-            "interaction path; the agent loop adds it itself)."
+            "interaction path; the agent loop adds it itself).",
         ),
     ] = False,
     server: ServerOption = None,
@@ -130,6 +131,7 @@ def demos(
     quote_recipes: Annotated[
         bool,
         typer.Option(
+            "--quote-recipes",
             help="Thoughts quote the listed recipe the first time they work toward an item, "
             "the goal's first (textcraft).",
         ),

@@ -94,7 +94,7 @@ def serve(
     ] = 1800.0,
     token: TokenOption = None,
     log_level: LogLevelOption = "warning",
-    access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+    access_log: Annotated[bool, typer.Option("--access-log", help="Log every request.")] = False,
     workers: Annotated[
         int | None,
         typer.Option(

@@ -247,7 +247,9 @@ def show(
     file: Annotated[Path, typer.Argument(help="A trajectories JSONL file (e.g. episodes.jsonl).")],
     index: Annotated[int, typer.Option(help="Which episode (0-based line number).")] = 0,
     episode: Annotated[str | None, typer.Option(help="Pick by episode id instead.")] = None,
-    full: Annotated[bool, typer.Option(help="Show the whole conversation start.")] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Show the whole conversation start.")
+    ] = False,
     tokens: Annotated[
         str | None,
         typer.Option(help="Model/tokenizer spec: also show the tokens, trained-on ones in bold."),

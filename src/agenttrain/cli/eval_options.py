@@ -69,5 +69,8 @@ EvalOutOption = Annotated[
     ),
 ]
 ReplaceOption = Annotated[
-    bool, typer.Option(help="Discard an evaluation of a model in --out made with other settings.")
+    bool,
+    typer.Option(
+        "--replace", help="Discard an evaluation of a model in --out made with other settings."
+    ),
 ]

@@ -94,7 +94,10 @@ def doctor(
         typer.Option(help="Environment the --server URLs serve (default: the config's only one)."),
     ] = None,
     verl: Annotated[
-        bool, typer.Option(help="Also check verl, Ray, vLLM and the open-file limit Ray needs.")
+        bool,
+        typer.Option(
+            "--verl", help="Also check verl, Ray, vLLM and the open-file limit Ray needs."
+        ),
     ] = False,
 ) -> None:
     """Check what a training run needs before it starts: servers (reachable, the right

@@ -156,7 +156,9 @@ def recipe(
 def export(
     source: Annotated[str, typer.Argument(help="A run folder, checkpoint folder or model spec.")],
     out: Annotated[Path, typer.Option(help="Folder to write (must be new or empty).")],
-    merge_lora: Annotated[bool, typer.Option(help="Merge a LoRA adapter into its base.")] = False,
+    merge_lora: Annotated[
+        bool, typer.Option("--merge-lora", help="Merge a LoRA adapter into its base.")
+    ] = False,
     base_model: Annotated[
         str | None,
         typer.Option(
