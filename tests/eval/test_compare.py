@@ -4,6 +4,7 @@ in-process: the oracle, and the tiny random model for a second model in one eval
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -122,3 +123,34 @@ def test_one_run_alone_is_nothing_to_compare(evals):
     root, _ = evals
     with pytest.raises(CompareError, match="compare needs two or more"):
         compare([root / "turns40"])
+
+
+def test_evaluations_joined_by_plus_are_one_pooled_run(evals, tmp_path):
+    """Seeds of one arm pooled: each task's samples from every evaluation together, so the
+    pooled difference is the mean of the members' (same tasks, same samples per task)."""
+    root, _ = evals
+    alone = compare([root / "turns40", root / "turns5"])
+    pooled_path = Path(f"{root / 'turns5'}+{root / 'turns40' / 'oracle'}")
+    comparison = compare([root / "turns40", root / "turns5", pooled_path])
+    label = "pooled: turns5+turns40"
+    pooled = next(run for run in comparison.runs if run.label == label)
+    assert len(pooled.trajectories) == 2 * len(alone.runs[1].trajectories)
+    worse = alone.differences["oracle (turns5)"]["success_rate"].estimate
+    half = comparison.differences[label]["success_rate"]
+    assert half.estimate == pytest.approx(worse / 2) and half.tasks == 9
+    result = runner.invoke(
+        app,
+        ["compare", str(root / "turns40"), str(pooled_path), "--out", str(tmp_path / "cmp")],
+        env=WIDE,
+    )
+    assert result.exit_code == 0, result.output
+    assert label in " ".join(result.output.split())
+
+
+def test_pooling_refuses_other_tasks_and_folders_of_several_models(evals, tmp_path):
+    root, _ = evals
+    run_eval(tmp_path / "fewer", "--model", "oracle", "--tasks", "0-3", "-n", "2")
+    with pytest.raises(CompareError, match="pooled evaluations must cover the same tasks"):
+        compare([root / "turns40", Path(f"{root / 'turns5'}+{tmp_path / 'fewer'}")])
+    with pytest.raises(CompareError, match="holds 2 models; pool one model's evaluations"):
+        compare([root / "turns40", Path(f"{root / 'turns5'}+{root / 'both'}")])

@@ -198,7 +198,8 @@ def compare(
         list[Path],
         typer.Argument(
             help="Evaluations: `agenttrain eval` output folders (every model in each), one "
-            "model's folder, or episodes.jsonl files. The first run is the baseline.",
+            "model's folder, or episodes.jsonl files. The first run is the baseline. Join "
+            "evaluations of one model each with + to pool them into one run (seeds of one arm).",
             show_default=False,
         ),
     ],
@@ -215,6 +216,8 @@ def compare(
     Exit status: 0 done, 2 an argument is not an evaluation or shares no task with the first.
 
     Example: agenttrain compare runs/eval-base runs/eval-trained --out runs/compare
+
+    Seeds pooled: agenttrain compare runs/eval-sft runs/eval-s0+runs/eval-s1+runs/eval-s2
     """
     import sys
     import time

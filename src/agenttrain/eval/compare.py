@@ -1,7 +1,8 @@
 """`agenttrain compare`: evaluations side by side, each against the first on the tasks both played.
 
 An argument is an `agenttrain eval` output folder (every model in it, in the order eval ran
-them), one model's folder in it, or a trajectory JSONL file (`episodes.jsonl`). Each run gets
+them), one model's folder in it, or a trajectory JSONL file (`episodes.jsonl`); several
+evaluations of one model each joined by `+` are one pooled run (seeds of one arm). Each run gets
 its headline numbers over all of its episodes; each run after the first also gets the paired
 difference to the first over the tasks both played (a paired bootstrap over those tasks), and
 an evaluation that shares no task with the first is refused, not compared on different tasks.
@@ -50,6 +51,8 @@ from agenttrain.eval.report import with_interval
 from agenttrain.rollout.trajectory import Trajectory, read_jsonl
 
 EPISODES_FILE = "episodes.jsonl"
+POOL = "+"
+"""Joins evaluations pooled into one run: `eval-s0+eval-s1+eval-s2`."""
 EXPECTED = (
     "an `agenttrain eval` output folder (with <model>/episodes.jsonl), one model's folder in "
     "it, or a trajectory JSONL file"
@@ -135,10 +138,42 @@ def read_run(file: Path) -> Run:
     return Run(trajectories[0].model, file, trajectories)
 
 
+def pooled_run(path: Path) -> Run:
+    """`a+b+c`: evaluations of one model each (the seeds of one training command, say) as one
+    run, each task's samples from all of them together; they must have played the same tasks."""
+    members = [read_run(file) for part in str(path).split(POOL) for file in _one_model(Path(part))]
+    tasks = _task_keys(members[0])
+    for member in members[1:]:
+        if _task_keys(member) != tasks:
+            raise CompareError(
+                f"{path}: {member.source} played other tasks than {members[0].source}; "
+                "pooled evaluations must cover the same tasks (same --env, --split, --tasks)"
+            )
+    names = "+".join(_evaluation_name(member.source) for member in members)
+    trajectories = [t for member in members for t in member.trajectories]
+    return Run(f"pooled: {names}", path, trajectories)
+
+
+def _one_model(path: Path) -> list[Path]:
+    files = episode_files(path)
+    if len(files) != 1:
+        raise CompareError(
+            f"{path} holds {len(files)} models; pool one model's evaluations (its folder, "
+            "e.g. eval-a/<model>, or its episodes.jsonl)"
+        )
+    return files
+
+
+def _runs_of(path: Path) -> list[Run]:
+    if POOL in str(path) and not path.exists():
+        return [pooled_run(path)]
+    return [read_run(file) for file in episode_files(path)]
+
+
 def load_runs(paths: Sequence[Path]) -> list[Run]:
     """Every run the arguments stand for; a model seen twice is labelled by its evaluation
     folder too (by its whole path if that is not enough)."""
-    runs = [read_run(file) for path in paths for file in episode_files(path)]
+    runs = [run for path in paths for run in _runs_of(path)]
     models = [run.label for run in runs]
     for run in runs:
         if models.count(run.label) > 1:
