@@ -30,7 +30,7 @@ from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.config import RunConfig, Section
 from agenttrain.run.stages import StageChanged, StageRecords
-from agenttrain.sft.demos import check_quotes, check_recovery
+from agenttrain.sft.demos import check_ingredients, check_quotes, check_recovery
 
 if TYPE_CHECKING:
     from agenttrain.sft.config import SFTConfig
@@ -54,6 +54,9 @@ class DemosStage(Section):
     quote_recipes: bool = False
     """Thoughts quote the listed recipe the first time they work toward an item (TextCraft;
     `agenttrain demos --quote-recipes`)."""
+    quote_ingredients: bool = False
+    """With `quote_recipes`: each quote is followed by which of its ingredients must be
+    crafted first (`agenttrain demos --quote-ingredients`)."""
 
     @model_validator(mode="after")
     def _recovery_exists(self) -> DemosStage:
@@ -61,6 +64,8 @@ class DemosStage(Section):
             check_recovery(self.env, self.recovery_style, self.action_format, self.recovery_from)
         if self.quote_recipes:
             check_quotes(self.env, self.action_format)
+        if self.quote_ingredients:
+            check_ingredients(self.quote_recipes)
         return self
 
 
@@ -267,7 +272,7 @@ class Recipe:
             demos.recovery_from,
         )
         if demos.quote_recipes:
-            add_quotes(staging, demos.env, demos.action_format)
+            add_quotes(staging, demos.env, demos.action_format, demos.quote_ingredients)
         staging.rename(self.demos_path)
         self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")
@@ -417,6 +422,7 @@ class Recipe:
                 ("recovery_style", "plain"),
                 ("recovery_from", "craft"),
                 ("quote_recipes", False),
+                ("quote_ingredients", False),
             )
             for key, default in defaults:
                 if demos[key] == default and recorded.get(key, default) == default:

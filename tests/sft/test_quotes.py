@@ -10,13 +10,18 @@ import pytest
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
-from agenttrain.envs.textcraft.oracle import recipes_used
+from agenttrain.config import ConfigError
+from agenttrain.envs.textcraft.oracle import crafted_ingredients, recipes_used
 from agenttrain.envs.textcraft.tasks import num_tasks, splits, task
 from agenttrain.recipe import StageChanged
 from agenttrain.sft.data import read_conversations
 
 QUOTE = re.compile(r'The recipe for (.+?) is "(craft [^"]+)"\. ')
 ACTION = re.compile(r"Action:\n(.*)$", re.S)
+KINDS = re.compile(
+    r'The recipe for (.+?) is "craft [^"]+"\. '
+    r"(?:All its ingredients are basic|Its ingredients? (.+?) must be crafted first)\. "
+)
 
 
 def train_positions(depth: int, count: int) -> list[int]:
@@ -27,7 +32,8 @@ def train_positions(depth: int, count: int) -> list[int]:
 
 def demos(out: Path, positions: list[int], *extra: str) -> tuple[str, list[dict]]:
     tasks = ",".join(map(str, positions))
-    result = CliRunner().invoke(app, ["demos", "--tasks", tasks, "--out", str(out), *extra])
+    args = ["demos", "--tasks", tasks, "--out", str(out), *extra]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     return result.output, [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -80,6 +86,37 @@ def test_every_task_lists_the_recipes_the_oracle_quotes():
         assert all(cmd in listed for cmd, _ in recipes_used(task(task_id).goal).values())
 
 
+def test_quoted_ingredients_name_the_crafted_ones_and_change_nothing_else(tmp_path):
+    """Each quote is followed by the ingredients the plan crafts ("All its ingredients are
+    basic." when none); without those sentences the demos are --quote-recipes' own."""
+    positions = train_positions(1, 3) + train_positions(2, 3) + train_positions(3, 2)
+    _, quoted = demos(tmp_path / "quoted.jsonl", positions, "--quote-recipes")
+    output, kinds = demos(
+        tmp_path / "kinds.jsonl", positions, "--quote-recipes", "--quote-ingredients"
+    )
+    assert "quote the recipes they follow and the kinds of their ingredients" in output
+    for before, after in zip(quoted, kinds, strict=True):
+        crafted = crafted_ingredients(task(after["task_id"]).goal)
+        said = [m for reply in replies(after) for m in KINDS.finditer(reply)]
+        assert sorted(m[1] for m in said) == sorted(crafted)  # a sentence after every quote
+        for m in said:
+            assert (m[2] or "") == " and ".join(crafted[m[1]])
+        stripped = [KINDS.sub(lambda m: m[0][: m[0].index('". ') + 3], r) for r in replies(after)]
+        assert stripped == replies(before)
+        first = replies(after)[1]
+        depth = task(after["task_id"]).depth
+        assert ("All its ingredients are basic" in first.split(". The recipe")[0]) == (depth == 1)
+
+
+def test_quoted_ingredients_without_quotes_are_refused(tmp_path):
+    out = tmp_path / "demos.jsonl"
+    args = ["demos", "--tasks", "0", "--out", str(out), "--quote-ingredients"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code != 0
+    assert "--quote-ingredients follows each quote of --quote-recipes; give both" in result.output
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -107,3 +144,7 @@ def test_the_recipe_demos_stage_quotes_when_asked_and_records_it(tmp_path):
     assert len(records) == 2 and all(QUOTE.search(replies(r)[1]) for r in records)
     with pytest.raises(StageChanged):
         demos_stage().make_demos()  # the same run folder without quotes: another run
+    with pytest.raises(StageChanged):  # nor are quotes with the ingredients' kinds
+        demos_stage("demos.quote_recipes=true", "demos.quote_ingredients=true").make_demos()
+    with pytest.raises(ConfigError, match="--quote-ingredients follows each quote"):
+        demos_stage("demos.quote_ingredients=true")

@@ -136,6 +136,14 @@ def demos(
             "the goal's first (textcraft).",
         ),
     ] = False,
+    quote_ingredients: Annotated[
+        bool,
+        typer.Option(
+            "--quote-ingredients",
+            help="With --quote-recipes: each quote is followed by which of its ingredients "
+            "must be crafted first.",
+        ),
+    ] = False,
 ) -> None:
     """Write successful episodes of a solver on training tasks, as SFT data.
 
@@ -146,6 +154,7 @@ def demos(
     from agenttrain.sft.demos import (
         add_quotes,
         add_recovery,
+        check_ingredients,
         check_quotes,
         check_recovery,
         write_demos,
@@ -156,6 +165,8 @@ def demos(
             check_recovery(env, recovery_style, action_format, recovery_from)
         if quote_recipes:
             check_quotes(env, action_format)
+        if quote_ingredients:
+            check_ingredients(quote_recipes)
         config = EvalConfig(
             env=env,
             split=split,
@@ -171,7 +182,7 @@ def demos(
         )
         result = write_demos(config, out, console)
         recovered = add_recovery(out, env, recovery, seed, recovery_style, recovery_from)
-        quoted = add_quotes(out, env, action_format) if quote_recipes else 0
+        quoted = add_quotes(out, env, action_format, quote_ingredients) if quote_recipes else 0
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:
@@ -182,7 +193,8 @@ def demos(
         what = REFUSED[recovery_from]
         console.print(f"{recovered} of {result.kept} rewritten to recover from {what}")
     if quote_recipes:
-        console.print(f"{quoted} with thoughts that quote the recipes they follow")
+        kinds = " and the kinds of their ingredients" if quote_ingredients else ""
+        console.print(f"{quoted} with thoughts that quote the recipes they follow{kinds}")
     console.print(
         f"kept {result.kept} of {result.episodes} episodes (successful ones), "
         f"{result.turns} turns -> {result.out}\n"

@@ -154,12 +154,19 @@ def check_quotes(env: str, action_format: str = "react") -> None:
         raise ValueError(f"--quote-recipes writes react thoughts; --format is {action_format!r}")
 
 
-def add_quotes(out: Path, env: str, action_format: str = "react") -> int:
+def check_ingredients(quote_recipes: bool) -> None:
+    """Refuse `--quote-ingredients` alone: it says something after each quote."""
+    if not quote_recipes:
+        raise ValueError("--quote-ingredients follows each quote of --quote-recipes; give both")
+
+
+def add_quotes(out: Path, env: str, action_format: str = "react", ingredients: bool = False) -> int:
     """Rewrite every demonstration in `out` so that its thoughts quote the recipe they follow
-    the first time they work toward an item (`envs/textcraft/quotes.py`); returns how many."""
+    the first time they work toward an item, with `ingredients` also which of its ingredients
+    are crafted (`envs/textcraft/quotes.py`); returns how many."""
     check_quotes(env, action_format)
     from agenttrain.envs.textcraft.quotes import with_quoted_recipes
 
-    records = [with_quoted_recipes(record) for record in _read_records(out)]
+    records = [with_quoted_recipes(record, ingredients) for record in _read_records(out)]
     _replace_records(out, records)
     return len(records)

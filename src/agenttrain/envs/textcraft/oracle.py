@@ -51,6 +51,9 @@ class _Planner:
         self.actions: list[PlannedAction] = []
         self.recipes: dict[str, tuple[str, str]] = {}
         """Display name of each crafted item -> (the listed recipe used, what it is for)."""
+        self.crafted_inputs: dict[str, list[str]] = {}
+        """Display name of each crafted item -> the display names of its inputs that are
+        crafted too (the rest are fetched with `get`)."""
 
     def ensure(self, item: str, amount: int, purpose: str) -> None:
         free = self.inventory[item] - self.reserved[item]
@@ -75,6 +78,9 @@ class _Planner:
         self.recipes.setdefault(name, (recipe.command, purpose))
         crafts = math.ceil(amount / recipe.output_count)
         inputs = [(self.concrete(i, crafts), i.count) for i in recipe.inputs]
+        self.crafted_inputs.setdefault(
+            name, [display_name(c) for c, _ in inputs if self.book.is_craftable(c)]
+        )
         for concrete, count in inputs:
             self.ensure(concrete, count * crafts, name)
         command = f"craft {recipe.output_count} {name} using " + ", ".join(
@@ -121,6 +127,12 @@ def recipes_used(goal: str, book: RecipeBook | None = None) -> dict[str, tuple[s
     """Display name of each item the plan for `goal` crafts -> (its recipe as the task lists
     it, the item it is for, or "the goal")."""
     return _planned(goal, book).recipes
+
+
+def crafted_ingredients(goal: str, book: RecipeBook | None = None) -> dict[str, list[str]]:
+    """Display name of each item the plan for `goal` crafts -> those of its ingredients that
+    the plan crafts too (the others are basic items, fetched with `get`)."""
+    return _planned(goal, book).crafted_inputs
 
 
 def plan_for_observation(observation: str, book: RecipeBook | None = None) -> list[PlannedAction]:

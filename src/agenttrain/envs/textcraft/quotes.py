@@ -8,6 +8,12 @@ policy has to find the goal's line silently. `with_quoted_recipes` puts the line
 thought the first time a turn works toward an item, the goal's first:
 `The recipe for coal block is "craft 1 coal block using 9 coal".` A later action can then
 copy from its own thought. The actions and observations are unchanged.
+
+With `ingredients=True` each quote is followed by which of the recipe's ingredients must be
+crafted first ("All its ingredients are basic." otherwise). Quoting alone leaves "is there a
+second recipe to quote?" implicit: GRPO then taught the policy to stop after one quote, right
+at depth 1 (where a second one is made up) and wrong at depth 2 (where it is the
+intermediate's). Naming the ingredients' kinds makes that decision an explicit statement.
 """
 
 from __future__ import annotations
@@ -15,7 +21,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agenttrain.envs.textcraft.oracle import goal_from_observation, recipes_used
+from agenttrain.envs.textcraft.oracle import (
+    crafted_ingredients,
+    goal_from_observation,
+    recipes_used,
+)
 from agenttrain.envs.textcraft.recovery import untrained_start
 
 SERVES = re.compile(
@@ -30,12 +40,23 @@ def quote(item: str, command: str) -> str:
     return f'The recipe for {item} is "{command}". '
 
 
-def with_quoted_recipes(record: dict[str, Any]) -> dict[str, Any]:
+def kinds(crafted: list[str]) -> str:
+    """The sentence after a quote that says which ingredients must be crafted first."""
+    if not crafted:
+        return "All its ingredients are basic. "
+    names = " and ".join(crafted)
+    return f"Its ingredient{'s' if len(crafted) > 1 else ''} {names} must be crafted first. "
+
+
+def with_quoted_recipes(record: dict[str, Any], ingredients: bool = False) -> dict[str, Any]:
     """`record` (a TextCraft demonstration: trajectory or chat record) as a chat record whose
-    trained turns quote each recipe the first time they work toward its item."""
+    trained turns quote each recipe the first time they work toward its item; with
+    `ingredients`, each quote says which of its ingredients are crafted."""
     messages = [dict(m) for m in _chat(record)]
     first = next(m["content"] for m in messages if "Goal: craft" in m.get("content", ""))
-    recipes = recipes_used(goal_from_observation(first))
+    goal = goal_from_observation(first)
+    recipes = recipes_used(goal)
+    crafted = crafted_ingredients(goal) if ingredients else {}
     quoted: set[str] = set()
     for message in messages:
         if message["role"] != "assistant" or message.get("loss") is False:
@@ -44,7 +65,11 @@ def with_quoted_recipes(record: dict[str, Any]) -> dict[str, Any]:
         if match is None:
             continue
         chain = _chain(match["purpose"] or match["made"], recipes)
-        text = "".join(quote(item, recipes[item][0]) for item in chain if item not in quoted)
+        text = "".join(
+            quote(item, recipes[item][0]) + (kinds(crafted[item]) if ingredients else "")
+            for item in chain
+            if item not in quoted
+        )
         quoted.update(chain)
         content = message["content"]
         message["content"] = content[: match.start()] + text + content[match.start() :]
