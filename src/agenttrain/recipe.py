@@ -665,6 +665,7 @@ STEP_COLUMNS = (
     ("groups played", "rollout/played_groups", "{:.0f}"),
     ("informative groups", "rollout/informative_groups", "{:.0f}"),
     ("informative share", "rollout/informative_group_share", "{:.2f}"),
+    ("share with success and failure", "rollout/success_mixed_group_share", "{:.2f}"),
     ("episodes trained on", "rollout/trained_episodes", "{:.0f}"),
     ("training success", "env/success_rate", "{:.2f}"),
     ("progress of unsolved", "reward/progress", "{:.2f}"),

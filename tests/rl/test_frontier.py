@@ -155,6 +155,7 @@ def test_a_uniform_step_logs_the_informative_share_and_no_sampling_metrics(
     rows = train(recipe(tiny_model_dir, tmp_path / "run", "trainer.test_freq=0"))
     for row in rows:
         assert row["rollout/informative_group_share"] == row["rollout/informative_groups"] / 4
+        assert 0 <= row["rollout/success_mixed_group_share"] <= 1
         assert not any(key.startswith("sampling/") for key in row)
 
 

@@ -48,3 +48,14 @@ class StepBatch:
         self.trained_groups = len(groups)
         self.dropped_groups = dropped
         self.filtered_groups = filtered
+
+    def success_mixed_share(self) -> float:
+        """Share of the groups played whose episodes both succeed and fail. Reward variance
+        can come from shaping alone (a format penalty): this says how many groups carry a
+        signal about solving the task."""
+        outcomes: dict[str, set[bool]] = {}
+        for episode in self.trajectories:
+            found = outcomes.setdefault(episode.group_id, set())
+            if not episode.errored:
+                found.add(bool(episode.success))
+        return sum(len(seen) == 2 for seen in outcomes.values()) / max(len(outcomes), 1)

@@ -449,6 +449,7 @@ class Trainer(TrainingRun):
         played_groups = len({t.group_id for t in trajectories})
         metrics["rollout/played_groups"] = played_groups
         metrics["rollout/informative_group_share"] = batch.informative_groups / played_groups
+        metrics["rollout/success_mixed_group_share"] = batch.success_mixed_share()
         if config.data.task_sampling == "frontier":
             metrics.update(sampling_metrics(picks, self.task_stats))
         metrics["rollout/trained_groups"] = batch.trained_groups
