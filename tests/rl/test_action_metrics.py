@@ -18,7 +18,7 @@ def test_a_step_logs_each_textcraft_verb_per_episode(tiny_model_dir, tmp_path):
     episodes = [oracle, fetch_only]
     config = recipe(tiny_model_dir, tmp_path / "run", "env.name=textcraft")
     trainer = Trainer(config)
-    metrics = trainer._rollout_metrics(episodes, [1.0, 0.0], [0, 1], {}, 30)
+    metrics = trainer._rollout_metrics(episodes, [1.0, 0.0], {}, 30)
     actions = [turn.action.split()[0] for turn in oracle.turns]
     assert actions.count("craft") > 0
     assert metrics["rollout/actions/craft"] == pytest.approx(actions.count("craft") / 2)
@@ -26,7 +26,7 @@ def test_a_step_logs_each_textcraft_verb_per_episode(tiny_model_dir, tmp_path):
     assert metrics["rollout/actions/inventory"] == pytest.approx(
         (actions.count("inventory") + 1) / 2
     )
-    only_fetching = trainer._rollout_metrics([fetch_only], [0.0], [0], {}, 30)
+    only_fetching = trainer._rollout_metrics([fetch_only], [0.0], {}, 30)
     assert only_fetching["rollout/actions/craft"] == 0.0
 
 
@@ -35,5 +35,5 @@ def test_an_environment_without_verbs_logs_no_action_counts(tiny_model_dir, tmp_
     oracle = cut_oracle_episodes(tmp_path / "oracle", max_turns=3)[0]
     oracle.env = "largest"
     trainer = Trainer(recipe(tiny_model_dir, tmp_path / "run"))
-    metrics = trainer._rollout_metrics([oracle], [0.0], [0], {}, 3)
+    metrics = trainer._rollout_metrics([oracle], [0.0], {}, 3)
     assert not [key for key in metrics if key.startswith("rollout/actions/")]

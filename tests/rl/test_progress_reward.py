@@ -11,6 +11,7 @@ from agenttrain.cli import app
 from agenttrain.envs.registry import get_spec
 from agenttrain.rl.config import TrainConfig
 from agenttrain.rl.rewards import RewardFunctionError, add_progress, progress_functions
+from agenttrain.rl.scoring import EpisodeScorer
 from agenttrain.rl.trainer import Trainer
 from agenttrain.rollout.trajectory import read_jsonl
 from rl.tiny_runs import recipe
@@ -24,6 +25,11 @@ def cut_oracle_episodes(tmp_path, max_turns: int) -> list:
     result = CliRunner().invoke(app, arguments)
     assert result.exit_code == 0, result.output
     return list(read_jsonl(next(tmp_path.glob("*/episodes.jsonl"))))
+
+
+def scorer(config: TrainConfig) -> EpisodeScorer:
+    """The reward pipeline a trainer with `config` scores its episodes with."""
+    return EpisodeScorer(config.reward, [get_spec(config.env.name)])
 
 
 def test_unsolved_episodes_score_the_weight_times_their_progress(tmp_path):
@@ -83,9 +89,9 @@ def test_the_partial_credit_fades_to_success_only_over_the_steps_asked(tiny_mode
     )[0]
     assert any(steady)
     for step, share in ((1, 1.0), (2, 0.75), (4, 0.25), (5, 0.0), (9, 0.0)):
-        scores, _ = trainer._score(episodes, step)
+        scores, _ = trainer.scorer.score(episodes, step)
         assert scores == pytest.approx([share * score for score in steady])
-        assert trainer.progress_weight(step) == pytest.approx(0.5 * share)
+        assert trainer.scorer.progress_weight(step) == pytest.approx(0.5 * share)
 
 
 def test_a_fade_without_a_weight_is_refused():
@@ -117,11 +123,11 @@ def test_episodes_that_broke_the_action_format_score_the_penalty_less(tiny_model
         "rollout.action_format=react",
         "reward.format_penalty=0.25",
     )
-    scores, metrics = Trainer(config)._score(episodes, 1)
+    scores, metrics = scorer(config).score(episodes, 1)
     assert scores == [1.0] * len(solved) + [0.0] * len(cut) + [-0.25] * len(broken)
     assert metrics["reward/format_penalised"] == [0.0] * len(solved + cut) + [1.0] * len(broken)
     plain = recipe(tiny_model_dir, tmp_path / "plain", "env.name=textcraft")
-    assert Trainer(plain)._score(episodes, 1) == (
+    assert scorer(plain).score(episodes, 1) == (
         [1.0] * len(solved) + [0.0] * len(cut + broken),
         {},
     )
@@ -210,11 +216,11 @@ def test_looping_episodes_score_the_penalty_times_their_looping_share(tiny_model
         "rollout.action_format=react",
         "reward.loop_penalty=0.5",
     )
-    scores, metrics = Trainer(config)._score(episodes, 1)
+    scores, metrics = scorer(config).score(episodes, 1)
     assert scores == pytest.approx([*base[:-2], -0.5 * 3 / 4, 0.0])
     assert metrics["reward/looping"] == pytest.approx([0.0] * len(solved) + [0.75, 0.0])
     plain = recipe(tiny_model_dir, tmp_path / "plain", "env.name=textcraft")
-    assert Trainer(plain)._score(episodes, 1) == (base, {})
+    assert scorer(plain).score(episodes, 1) == (base, {})
     largest = recipe(tiny_model_dir, tmp_path / "largest", "reward.loop_penalty=0.5")
     with pytest.raises(RewardFunctionError, match="largest does not say which observations"):
         Trainer(largest)
@@ -249,11 +255,11 @@ def test_refusals_not_answered_with_what_was_lacking_score_the_recovery_penalty(
         "rollout.action_format=react",
         "reward.recovery_penalty=0.4",
     )
-    scores, metrics = Trainer(config)._score(episodes, 1)
+    scores, metrics = scorer(config).score(episodes, 1)
     assert scores == pytest.approx([1.0] * len(solved) + [0.0, -0.4 * 1 / 2, 0.0])
     assert metrics["reward/unrecovered"] == [0.0] * len(solved) + [0.0, 0.5, 0.0]
     plain = recipe(tiny_model_dir, tmp_path / "plain", "env.name=textcraft")
-    assert Trainer(plain)._score(episodes, 1) == ([1.0] * len(solved) + [0.0] * 3, {})
+    assert scorer(plain).score(episodes, 1) == ([1.0] * len(solved) + [0.0] * 3, {})
     largest = recipe(tiny_model_dir, tmp_path / "largest", "reward.recovery_penalty=0.4")
     with pytest.raises(RewardFunctionError, match="largest does not report whether a refusal"):
         Trainer(largest)
@@ -288,10 +294,10 @@ def test_refusal_penalties_in_solved_groups_only_stop_rewarding_episodes_that_ne
     assert [e.success for e in episodes] == [True, False, False, False]
     shaping = ["env.name=textcraft", "rollout.action_format=react"]
     shaping += ["reward.loop_penalty=0.4", "reward.recovery_penalty=0.2"]
-    everywhere, _ = Trainer(recipe(tiny_model_dir, tmp_path / "all", *shaping))._score(episodes, 1)
+    everywhere, _ = scorer(recipe(tiny_model_dir, tmp_path / "all", *shaping)).score(episodes, 1)
     both = ["reward.loop_penalty_groups=solved", "reward.recovery_penalty_groups=solved"]
     scoped = recipe(tiny_model_dir, tmp_path / "solved_groups", *shaping, *both)
-    scores, metrics = Trainer(scoped)._score(episodes, 1)
+    scores, metrics = scorer(scoped).score(episodes, 1)
     tried_cost = 0.4 * 1 / 4 + 0.2 * 2 / 2
     assert everywhere[2] == pytest.approx(-tried_cost) and everywhere[3] == 0.0
     assert scores[2] == scores[3] == 0.0  # the unsolved group: nothing to prefer
@@ -324,9 +330,7 @@ def test_recovery_penalty_in_solved_groups_keeps_the_loop_penalty_everywhere(
         episode.group_id = group
     shaping = ["env.name=textcraft", "rollout.action_format=react", "reward.loop_penalty=0.4"]
     shaping += ["reward.recovery_penalty=0.2", "reward.recovery_penalty_groups=solved"]
-    scores, metrics = Trainer(recipe(tiny_model_dir, tmp_path / "run", *shaping))._score(
-        episodes, 1
-    )
+    scores, metrics = scorer(recipe(tiny_model_dir, tmp_path / "run", *shaping)).score(episodes, 1)
     assert scores[2] == pytest.approx(-0.4 * 1 / 4)  # the loop only
     assert metrics["reward/unrecovered"][2] == pytest.approx(1.0)  # measured, not charged
     looped, unrecovered = metrics["reward/looping"][1], metrics["reward/unrecovered"][1]
@@ -391,11 +395,11 @@ def test_refusal_penalties_capped_at_progress_never_rank_a_failure_below_doing_n
     assert [e.success for e in episodes] == [False, False, False, True]
     shaping = ["env.name=textcraft", "rollout.action_format=react", "reward.progress_weight=0.5"]
     shaping += ["reward.loop_penalty=0.2", "reward.recovery_penalty=0.1"]
-    uncapped, _ = Trainer(recipe(tiny_model_dir, tmp_path / "none", *shaping))._score(episodes, 1)
+    uncapped, _ = scorer(recipe(tiny_model_dir, tmp_path / "none", *shaping)).score(episodes, 1)
     capped = recipe(
         tiny_model_dir, tmp_path / "cap", *shaping, "reward.refusal_penalty_cap=progress"
     )
-    scores, metrics = Trainer(capped)._score(episodes, 1)
+    scores, metrics = scorer(capped).score(episodes, 1)
 
     assert uncapped[1] < uncapped[2] == 0.0  # without the cap, never crafting wins
     assert scores[1] == scores[2] == 0.0

@@ -7,7 +7,8 @@ cluster path. A step:
 1. sample `batch_tasks` training tasks (uniform: a pure function of seed and step; frontier:
    of seed, step and the per-task success counts kept so far), `group_size` episodes each,
    played by the rollout engine with the current weights;
-2. score episodes (environment reward, or a custom verl-style reward function); drop
+2. score episodes (`rl/scoring.py`: environment reward or a custom verl-style function,
+   with the configured partial credit and penalties); drop
    `env_error` episodes (counted) and, with dynamic sampling, groups without reward variance;
 3. recompute old log-probs with the training weights; reference log-probs if KL is used;
 4. advantages by the configured estimator; `ppo_epochs` passes over mini-batches, each
@@ -18,7 +19,6 @@ cluster path. A step:
 from __future__ import annotations
 
 import asyncio
-import math
 import warnings
 from pathlib import Path
 from statistics import fmean
@@ -26,9 +26,7 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import (
-    Progress,
-)
+from rich.progress import Progress
 
 from agenttrain.agent.conversation import conversation_start
 from agenttrain.agent.formats import get_format
@@ -44,22 +42,10 @@ from agenttrain.rl.curriculum import check_oracle_start, max_turns_at, oracle_sh
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
-from agenttrain.rl.rewards import (
-    add_progress,
-    cap_at_credit,
-    in_solved_groups,
-    load_reward_function,
-    progress_functions,
-    progress_weight_at,
-    recovery_functions,
-    refusal_functions,
-    score_episode,
-    subtract_format_penalty,
-    subtract_loop_penalty,
-    subtract_recovery_penalty,
-)
-from agenttrain.rl.stats import actions_by_verb, stats, timed
+from agenttrain.rl.scoring import EpisodeScorer
+from agenttrain.rl.stats import timed
 from agenttrain.rl.step_batch import StepBatch
+from agenttrain.rl.step_metrics import per_environment_metrics, rollout_metrics, status_line
 from agenttrain.rl.task_stats import Pick, TaskStats, pick_frontier, sampling_metrics
 from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
@@ -94,22 +80,11 @@ class Trainer(TrainingRun):
             timeout_s=config.rollout.env_timeout_s,
         )
         """The run's environments (one, or several mixed by weight) and its task stream."""
-        self.progress = progress_functions(
-            [part.spec for part in self.environments.parts], config.reward.progress_weight
-        )
-        """Partial credit per environment (empty unless `reward.progress_weight` asks)."""
-        check_oracle_start(config, [p.spec for p in self.environments.parts])
-        self.refusals = refusal_functions(
-            [part.spec for part in self.environments.parts], config.reward.loop_penalty
-        )
-        """Refusal tests per environment (empty unless `reward.loop_penalty` asks)."""
-        self.recoveries = recovery_functions(
-            [part.spec for part in self.environments.parts], config.reward.recovery_penalty
-        )
-        """Recovery counts per environment (empty unless `reward.recovery_penalty` asks)."""
-        self.anchor_states = anchor_states(
-            [part.spec for part in self.environments.parts], config.algorithm.gigpo.anchor
-        )
+        specs = [part.spec for part in self.environments.parts]
+        self.scorer = EpisodeScorer(config.reward, specs)
+        """The step's reward pipeline (progress credit and penalties as `reward.*` asks)."""
+        check_oracle_start(config, specs)
+        self.anchor_states = anchor_states(specs, config.algorithm.gigpo.anchor)
         """States per environment (empty unless `algorithm.gigpo.anchor=state` asks)."""
         self._set_up_run(allow_config_change)
         self.model, self.tokenizer = self._build_model()
@@ -140,8 +115,6 @@ class Trainer(TrainingRun):
             self.device,
             self.anchor_states,
         )
-        custom = config.reward.custom_function
-        self.reward_fn = load_reward_function(custom.path, custom.name) if custom.path else None
         self.step = 0
         self.first_env_error: str | None = None
         """The first environment error of the latest step (for the message that stops a run)."""
@@ -244,7 +217,7 @@ class Trainer(TrainingRun):
                         progress.update(bar, status="validating")
                         metrics.update(self.validate(self.step))
                     tracker.log(metrics, self.step)
-                    progress.update(bar, advance=1, status=self._status(metrics))
+                    progress.update(bar, advance=1, status=status_line(metrics))
                     if failure is not None:
                         break
                     if self.step % config.trainer.save_freq == 0 or self.stop_requested:
@@ -283,25 +256,6 @@ class Trainer(TrainingRun):
             f"{self.first_env_error}); stopped without saving this step. Check the "
             f"environment ({self._where()}), then run the same command to resume"
         )
-
-    @staticmethod
-    def _status(metrics: dict[str, float]) -> str:
-        parts = []
-        for kind in ("env", "agent"):
-            errors = metrics.get(f"rollout/{kind}_error_episodes", 0)
-            if errors:
-                parts.append(f"{kind} errors {errors:.0f}/{metrics['rollout/episodes']:.0f}")
-        reward = metrics.get("critic/score/mean", math.nan)
-        parts.append("reward -" if math.isnan(reward) else f"reward {reward:.3f}")
-        for key, label in (
-            ("val/success_rate", "val"),
-            ("actor/kl_loss", "kl"),
-            ("actor/entropy", "entropy"),
-            ("actor/pg_loss", "loss"),
-        ):
-            if key in metrics:
-                parts.append(f"{label} {metrics[key]:.3g}")
-        return " · ".join(parts)
 
     def save(self) -> Path:
         state = {
@@ -428,18 +382,13 @@ class Trainer(TrainingRun):
         trajectories, scores = batch.trajectories, batch.scores
         if config.trainer.save_trajectories:
             write_jsonl(self.run_dir / "trajectories" / f"step-{step:06d}.jsonl", trajectories)
-        usable = [i for i, t in enumerate(trajectories) if not t.errored]
         metrics.update(
-            self._rollout_metrics(
-                trajectories, scores, usable, batch.engine_stats, max(max_turns.values())
-            )
+            self._rollout_metrics(trajectories, scores, batch.engine_stats, max(max_turns.values()))
         )
-        if self.environments.multi:
-            metrics.update(self._per_environment_metrics(trajectories, scores))
         self.first_env_error = next((t.error for t in trajectories if t.errored), None)
         metrics.update({key: fmean(values) for key, values in batch.reward_extra.items() if values})
-        if self.progress:
-            metrics["reward/progress_weight"] = self.progress_weight(step)
+        if self.scorer.progress:
+            metrics["reward/progress_weight"] = self.scorer.progress_weight(step)
         if self.memory is not None:
             metrics.update(self._remember(step, trajectories))
         metrics["train/num_gen_batches"] = batch.rounds
@@ -546,7 +495,7 @@ class Trainer(TrainingRun):
             with timed(timing, "gen"):
                 trajectories, engine_stats = self._rollout(requests, sampling)
             with timed(timing, "reward"):
-                scores, reward_extra = self._score(trajectories, step)
+                scores, reward_extra = self.scorer.score(trajectories, step, self.tokenizer)
             batch.add(trajectories, scores, engine_stats, reward_extra)
             # An oracle start makes a task look easier than it is: its estimate ignores them.
             self.task_stats.record([t for t in trajectories if not t.oracle_turns])
@@ -662,23 +611,27 @@ class Trainer(TrainingRun):
         env = f"{slot.env}:" if self.environments.multi else ""
         return f"{step}:{slot.index}:{env}{slot.task}"
 
-    def _per_environment_metrics(
-        self, trajectories: list[Trajectory], scores: list[float]
+    def _rollout_metrics(
+        self,
+        trajectories: list[Trajectory],
+        scores: list[float],
+        engine_stats: dict[str, float],
+        max_turns: int,
     ) -> dict[str, float]:
-        """`env/<name>/...` for each environment of a multi-environment run."""
-        metrics: dict[str, float] = {}
-        for part in self.environments.parts:
-            mine = [i for i, t in enumerate(trajectories) if t.env == part.name]
-            valid = [i for i in mine if not trajectories[i].errored]
-            prefix = f"env/{part.name}"
-            metrics[f"{prefix}/episodes"] = len(mine)
-            metrics[f"{prefix}/env_error_episodes"] = len(mine) - len(valid)
-            if valid:
-                metrics[f"{prefix}/success_rate"] = fmean(trajectories[i].success for i in valid)
-                metrics[f"{prefix}/score_mean"] = fmean(scores[i] for i in valid)
-                metrics[f"{prefix}/num_turns_mean"] = fmean(
-                    trajectories[i].num_turns for i in valid
-                )
+        """The step's rollout metrics with this run's action verbs, and `env/<name>/...` per
+        environment when several are mixed."""
+        parts = self.environments.parts
+        metrics = rollout_metrics(
+            trajectories,
+            scores,
+            engine_stats,
+            max_turns,
+            {part.name: part.spec.action_verbs for part in parts},
+            oracle_start=bool(self.config.data.oracle_start.max_share),
+        )
+        if self.environments.multi:
+            names = [part.name for part in parts]
+            metrics.update(per_environment_metrics(trajectories, scores, names))
         return metrics
 
     def _trainable_groups(self, batch: StepBatch) -> tuple[list[list[int]], int]:
@@ -697,109 +650,6 @@ class Trainer(TrainingRun):
         groups = list(members.values())
         survivors = [g for g in groups if len(g) >= 2 or (g and not needs_peers)]
         return survivors, len(groups) - len(survivors)
-
-    def _score(
-        self, trajectories: list[Trajectory], step: int
-    ) -> tuple[list[float], dict[str, list[float]]]:
-        """Each episode's training score: the environment's reward or the custom function's,
-        plus partial credit for progress when `reward.progress_weight` asks for it (faded by
-        step when `reward.progress_fade_steps` says so), minus `reward.format_penalty` for an
-        episode with a reply the action format refused, minus `reward.loop_penalty` times its
-        share of looping turns, minus `reward.recovery_penalty` times its share of refusals
-        not recovered from (each only in groups with a success when its
-        `reward.*_penalty_groups` is `solved`; together at most a failure's partial credit
-        when `reward.refusal_penalty_cap` is `progress`); and the per-episode values of the extra
-        metrics, averaged over the whole step when logged."""
-        scores, extras = self._base_scores(trajectories)
-        weight = self.progress_weight(step)
-        credited, progress = add_progress(trajectories, scores, self.progress, weight)
-        reward = self.config.reward
-        formatted, penalised = subtract_format_penalty(
-            trajectories, credited, reward.format_penalty
-        )
-        solved = in_solved_groups(trajectories)
-        shaped, looping = subtract_loop_penalty(
-            trajectories,
-            formatted,
-            reward.loop_penalty,
-            self.refusals,
-            solved if reward.loop_penalty_groups == "solved" else None,
-        )
-        shaped, unrecovered = subtract_recovery_penalty(
-            trajectories,
-            shaped,
-            reward.recovery_penalty,
-            self.recoveries,
-            solved if reward.recovery_penalty_groups == "solved" else None,
-        )
-        if reward.refusal_penalty_cap == "progress":
-            credit = [c - s for c, s in zip(credited, scores, strict=True)]
-            shaped = cap_at_credit(trajectories, formatted, shaped, credit)
-        return shaped, {**extras, **progress, **penalised, **looping, **unrecovered}
-
-    def progress_weight(self, step: int) -> float:
-        """This step's partial-credit weight (`reward.progress_weight`, faded if asked)."""
-        reward = self.config.reward
-        return progress_weight_at(step, reward.progress_weight, reward.progress_fade_steps)
-
-    def _base_scores(
-        self, trajectories: list[Trajectory]
-    ) -> tuple[list[float], dict[str, list[float]]]:
-        if self.reward_fn is None:
-            return [t.reward if t.reward is not None else 0.0 for t in trajectories], {}
-        scores: list[float] = []
-        extras: dict[str, list[float]] = {}
-        kwargs = dict(self.config.reward.custom_function.kwargs)
-        for trajectory in trajectories:
-            if trajectory.errored:
-                scores.append(0.0)  # excluded from training below; never scored
-                continue
-            scored = score_episode(self.reward_fn, trajectory, self.tokenizer, kwargs)
-            scores.append(scored.score)
-            for key, value in scored.extra.items():
-                extras.setdefault(f"reward_extra/{key}", []).append(value)
-        return scores, extras
-
-    def _rollout_metrics(
-        self,
-        trajectories: list[Trajectory],
-        scores: list[float],
-        usable: list[int],
-        engine_stats: dict[str, float],
-        max_turns: int,
-    ) -> dict[str, float]:
-        valid = [trajectories[i] for i in usable]
-        metrics: dict[str, float] = {
-            "rollout/episodes": len(trajectories),
-            "rollout/env_error_episodes": sum(t.finish_reason == "env_error" for t in trajectories),
-            "rollout/agent_error_episodes": sum(
-                t.finish_reason == "agent_error" for t in trajectories
-            ),
-            "rollout/error_rate": 1 - len(usable) / max(len(trajectories), 1),
-            "rollout/env_error_rate": sum(t.finish_reason == "env_error" for t in trajectories)
-            / max(len(trajectories), 1),
-            "rollout/max_turns": max_turns,
-            "perf/generated_tokens": engine_stats.get("generated_tokens", 0),
-        }
-        metrics.update(stats("critic/score", [scores[i] for i in usable]))
-        metrics.update(stats("response_length", [len(t.response_ids) for t in valid]))
-        metrics.update(stats("prompt_length", [len(t.prompt_ids) for t in valid]))
-        metrics.update(stats("num_turns", [t.num_turns for t in valid]))
-        verbs = {part.name: part.spec.action_verbs for part in self.environments.parts}
-        metrics.update(actions_by_verb(valid, verbs))
-        if valid:
-            metrics["env/success_rate"] = fmean(t.success for t in valid)
-            turns = sum(t.num_turns for t in valid)
-            metrics["env/format_error_rate"] = sum(t.format_errors for t in valid) / max(turns, 1)
-            metrics["response_length/clip_ratio"] = fmean(
-                t.finish_reason == "context_limit" for t in valid
-            )
-        if self.config.data.oracle_start.max_share and valid:
-            metrics["rollout/oracle_turns"] = fmean(t.oracle_turns for t in valid)
-            from_scratch = [t for t in valid if not t.oracle_turns]
-            if from_scratch:
-                metrics["env/success_rate_from_scratch"] = fmean(t.success for t in from_scratch)
-        return metrics
 
     # -- validation ---------------------------------------------------------------------------
 
