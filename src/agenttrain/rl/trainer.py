@@ -28,11 +28,7 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
-from agenttrain.agent.conversation import conversation_start
-from agenttrain.agent.formats import get_format
 from agenttrain.eval.metrics import summarize
-from agenttrain.memory.experience import require_train_split
-from agenttrain.memory.service import ExperienceService, LocalMemory, ReMeClient, open_service
 from agenttrain.modeling import build_trainable, load_reference, starts_from_adapter
 from agenttrain.policy.base import SamplingParams
 from agenttrain.policy.hf import HFPolicy
@@ -42,6 +38,7 @@ from agenttrain.rl.curriculum import check_oracle_start, max_turns_at, oracle_sh
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
+from agenttrain.rl.run_memory import RunMemory
 from agenttrain.rl.scoring import EpisodeScorer
 from agenttrain.rl.stats import timed
 from agenttrain.rl.step_batch import StepBatch
@@ -49,7 +46,7 @@ from agenttrain.rl.step_metrics import per_environment_metrics, rollout_metrics,
 from agenttrain.rl.task_stats import Pick, TaskStats, pick_frontier, sampling_metrics
 from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
-from agenttrain.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
+from agenttrain.rollout.trajectory import Trajectory, write_jsonl
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import (
     RunFailed,
@@ -125,12 +122,14 @@ class Trainer(TrainingRun):
         frontier sampling weighs)."""
         self.loop = asyncio.new_event_loop()
         """One event loop for the run: the environment sources' HTTP pools live in it."""
-        self.memory: ExperienceService | None = (
-            open_service(config.memory, self.run_dir) if config.memory.enabled else None
+        self.memory = (
+            RunMemory(
+                config.memory, self.run_dir, self.environments.parts, config.rollout, self.loop
+            )
+            if config.memory.enabled
+            else None
         )
         """The experience pool (the run folder's file, or a ReMe-compatible server)."""
-        if isinstance(self.memory, ReMeClient):
-            self.loop.run_until_complete(self.memory.check())
         for part in self.environments.parts:
             self._refuse_held_out_tasks(part)
             # A wrong, dead or incomplete server fails here, before training on nothing.
@@ -187,9 +186,8 @@ class Trainer(TrainingRun):
             state.get("tasks_consumed", self.step * self.config.data.batch_tasks)
         )
         self.task_stats = TaskStats.from_state(state.get("task_stats", []))
-        if isinstance(self.memory, LocalMemory):
-            # Steps after this checkpoint are played again and write their experiences again.
-            self.memory.pool.drop_after(self.step)
+        if self.memory is not None:
+            self.memory.drop_after(self.step)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -203,8 +201,8 @@ class Trainer(TrainingRun):
                 bar = progress.add_task(
                     "training", total=config.trainer.total_steps, completed=self.step, status=""
                 )
-                if self.step == 0:
-                    self._seed_memory()
+                if self.step == 0 and self.memory is not None:
+                    self.memory.seed(self.console)
                 if self.step == 0 and self.has_validation and config.trainer.val_before_train:
                     progress.update(bar, status="validating the starting model")
                     tracker.log(self.validate(0), 0)
@@ -231,7 +229,7 @@ class Trainer(TrainingRun):
             for part in self.environments.parts:
                 self.loop.run_until_complete(part.source.aclose())
             if self.memory is not None:
-                self.loop.run_until_complete(self.memory.aclose())
+                self.memory.close()
         report = write_training_report(self.run_dir, config)
         if failure is not None:
             raise RunFailed(f"{failure}\nReport: {report}")
@@ -350,7 +348,7 @@ class Trainer(TrainingRun):
                 part.source.environment,
                 rollout,
                 sampling,
-                experience=self._retrieve if self.memory is not None else None,
+                experience=self.memory.retrieve if self.memory is not None else None,
             )
             played = self.loop.run_until_complete(engine.run([r for _, r in mine]))
             results.update({i: t for (i, _), t in zip(mine, played, strict=True)})
@@ -390,7 +388,7 @@ class Trainer(TrainingRun):
         if self.scorer.progress:
             metrics["reward/progress_weight"] = self.scorer.progress_weight(step)
         if self.memory is not None:
-            metrics.update(self._remember(step, trajectories))
+            metrics.update(self.memory.remember(step, trajectories))
         metrics["train/num_gen_batches"] = batch.rounds
         metrics["rollout/filtered_groups"] = batch.filtered_groups
         metrics["rollout/dropped_groups_env_error"] = batch.dropped_groups
@@ -514,72 +512,6 @@ class Trainer(TrainingRun):
                     filtered=len(groups) - len(informative),
                 )
                 return batch
-
-    async def _retrieve(self, goal: str) -> str:
-        assert self.memory is not None
-        return await self.memory.retrieve(goal, self.config.memory.top_k)
-
-    def _seed_memory(self) -> None:
-        """Summarize `memory.seed_from`'s episodes into a pool that is still empty (a run
-        restarted before its first checkpoint does not add them twice); they count as step 0."""
-        files = self.config.memory.seed_from
-        if self.memory is None or not files or self.memory.size():
-            return
-        episodes = []
-        for file in files:
-            if not file.is_file():
-                raise FileNotFoundError(f"memory.seed_from: {file} does not exist")
-            episodes += [t for t in read_jsonl(file) if not t.errored]
-        inserted = self._summarize(episodes, 0)
-        names = ", ".join(part.name for part in self.environments.parts)
-        if not inserted:
-            raise ValueError(
-                f"memory.seed_from: {', '.join(map(str, files))} gave no experience for {names} "
-                f"({len(episodes)} episodes read, none of these environments')"
-            )
-        self.console.print(f"experience pool: {inserted} experiences from {len(episodes)} episodes")
-
-    def _remember(self, step: int, trajectories: list[Trajectory]) -> dict[str, float]:
-        """Summarize the step's finished training episodes into the pool (every
-        `memory.update_freq` steps); `memory/*` metrics, guided vs plain success included."""
-        assert self.memory is not None
-        usable = [t for t in trajectories if not t.errored]
-        guided = [t for t in usable if t.experience is not None]
-        plain = [t for t in usable if t.experience is None]
-        metrics: dict[str, float] = {"memory/guided_episodes": len(guided)}
-        if guided:
-            metrics["memory/guided_success_rate"] = fmean(t.success for t in guided)
-        if plain:
-            metrics["memory/plain_success_rate"] = fmean(t.success for t in plain)
-        frequency = self.config.memory.update_freq
-        if frequency and step % frequency == 0:
-            metrics["memory/inserted"] = self._summarize(usable, step)
-        size = self.memory.size()
-        if size is not None:
-            metrics["memory/pool_size"] = size
-        return metrics
-
-    def _summarize(self, episodes: list[Trajectory], step: int) -> int:
-        """Each environment's episodes into the pool, tagged `step`, after the split guard;
-        returns how many experiences were added."""
-        assert self.memory is not None
-        inserted = 0
-        for part in self.environments.parts:
-            mine = [t for t in episodes if t.env == part.name]
-            train_ids = {str(task) for task in part.spec.split("train")}
-            for trajectory in mine:
-                require_train_split(str(trajectory.task_id), part.config.split, train_ids)
-            inserted += self.loop.run_until_complete(
-                self.memory.summarize(mine, self._first_user(part), step)
-            )
-        return inserted
-
-    def _first_user(self, part: RunEnvironment) -> int:
-        """Index of an episode's first observation in its messages (after the fixed start)."""
-        rollout = self.config.rollout
-        action_format = part.config.action_format or rollout.action_format
-        fmt = get_format(action_format, part.spec.name)
-        return len(conversation_start(part.spec, fmt, rollout.prompt_style))
 
     def _has_signal(self, batch: StepBatch, group: list[int]) -> bool:
         """Whether the group gives any non-zero advantage under the configured estimator
