@@ -1,0 +1,202 @@
+"""The recipe's report: report.md (stage table, paired gains, plot, the GRPO stage step by
+step, the RFT baseline, wall times) and results.json, written once every stage has run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agenttrain.eval.metrics import Difference
+from agenttrain.eval.report import metrics_table
+from agenttrain.recipe.config import RecipeConfig
+
+
+class RecipeReport:
+    """What `Recipe` writes at its end; reads the run folder the stages filled."""
+
+    config: RecipeConfig
+    out: Path
+    rft_dir: Path
+    demos_path: Path
+    grpo_group_size: int
+    timings: dict[str, float]
+
+    def _grpo_rows(self) -> list[dict[str, float]]:
+        """The GRPO stage's metrics, one row per step that played."""
+        from agenttrain.run.tracking import read_metrics
+
+        metrics = self.out / "grpo" / "metrics.jsonl"
+        if not metrics.exists():
+            return []
+        return [r for r in read_metrics(metrics) if "rollout/episodes" in r]
+
+    def grpo_steps(self) -> list[str]:
+        """The GRPO stage's per-step signal (informative groups, episodes trained on)."""
+        rows = self._grpo_rows()
+        table = grpo_step_table(rows)
+        if not table:
+            return []
+        trained = sum(row.get("rollout/trained_episodes", 0) for row in rows)
+        empty = sum(not row.get("rollout/trained_episodes") for row in rows)
+        return [
+            "## GRPO steps",
+            "",
+            *table,
+            "",
+            f"{trained:.0f} episodes trained on in {len(rows)} steps; "
+            f"{empty} step(s) without an update.",
+            "",
+        ]
+
+    def rft_section(self) -> list[str]:
+        """How the RFT baseline was made, with its sampling budget next to GRPO's."""
+        counts_file = self.rft_dir / "sampling.json"
+        if not self.config.rft.enabled or not counts_file.exists():
+            return []
+        counts = json.loads(counts_file.read_text())
+        rft = self.config.rft
+        played = sum(row["rollout/episodes"] for row in self._grpo_rows())
+        trained = (
+            "SFT continued from the SFT checkpoint on those episodes"
+            if counts["kept"]
+            else "with nothing solved there is nothing to fine-tune on: no RFT model"
+        )
+        tasks = "the tasks GRPO played" if rft.tasks is None else f"tasks {rft.tasks}"
+        return [
+            "## RFT baseline",
+            "",
+            f"The SFT model played {counts['episodes']} episodes of {self.config.demos.split} "
+            f"{tasks} ({rft.n or self.grpo_group_size} per task, temperature "
+            f"{rft.temperature}) and solved "
+            f"{counts['kept']}; {trained} ([rft/sft/report.md](rft/sft/report.md)). "
+            f"GRPO played {played:.0f} episodes.",
+            "",
+        ]
+
+    def _stage_details(self) -> dict[str, str]:
+        details = {
+            "demos": f"`{self.demos_path}`",
+            "SFT": "[sft/report.md](sft/report.md)",
+            "GRPO": "[grpo/report.md](grpo/report.md)",
+            "RFT": "[rft/sft/report.md](rft/sft/report.md)",
+            "eval": "[eval/report.md](eval/report.md)",
+        }
+        if not self.config.rft.enabled:
+            del details["RFT"]
+        return details
+
+    def write_report(
+        self,
+        models: dict[str, str],
+        summaries: dict[str, dict[str, Any]],
+        gains: dict[str, Difference | None],
+    ) -> Path:
+        from agenttrain.eval.report import plot_comparison
+
+        settings = self.config.eval
+        plot_comparison(summaries, self.out / "comparison.png")
+        rates = (f"{label} {percent(row['success_rate'])}" for label, row in summaries.items())
+        lines = [
+            f"# Recipe: {self.config.run.name}",
+            "",
+            f"Oracle demonstrations -> SFT -> GRPO on {self.config.demos.env}"
+            + (" (and the RFT baseline)" if self.config.rft.enabled else "")
+            + "; each stage's "
+            f"model evaluated on the same {settings.split} tasks "
+            f"({summaries['base']['tasks']} tasks × {settings.n} samples × seeds "
+            f"{settings.seeds}, temperature {settings.temperature}"
+            + (
+                f"; the base model {settings.base_n} sample(s) per task"
+                if settings.base_n and settings.base_n != settings.n
+                else ""
+            )
+            + ").",
+            "",
+            metrics_table(summaries),
+            "",
+            f"Success: {' -> '.join(rates)}.",
+            "",
+            "Paired gain in success over the tasks both stages played (95% paired bootstrap "
+            "interval over tasks; * the interval excludes 0; field by field in "
+            "[compare/compare.md](compare/compare.md)):",
+            "",
+            *(f"- {name}: {gain_text(gain)}" for name, gain in gains.items()),
+            "",
+            "![comparison](comparison.png)",
+            "",
+            *self.grpo_steps(),
+            *self.rft_section(),
+            "## Models",
+            "",
+            *(f"- {label}: `{model}`" for label, model in models.items()),
+            "",
+            "## Stages",
+            "",
+            "| stage | wall time (min) | details |",
+            "|---|---|---|",
+            *(
+                f"| {stage} | {self.timings.get(stage, 0) / 60:.1f} | {details} |"
+                for stage, details in self._stage_details().items()
+            ),
+            "",
+            "Stages that had already finished are reused (wall time ~0).",
+        ]
+        path = self.out / "report.md"
+        path.write_text("\n".join(lines) + "\n")
+        (self.out / "results.json").write_text(
+            json.dumps(
+                {
+                    "models": models,
+                    "summaries": summaries,
+                    "paired_gains": {k: g and g.to_dict() for k, g in gains.items()},
+                    "timings_s": self.timings,
+                },
+                indent=2,
+            )
+        )
+        return path
+
+
+STEP_COLUMNS = (
+    ("generation rounds", "train/num_gen_batches", "{:.0f}"),
+    ("groups played", "rollout/played_groups", "{:.0f}"),
+    ("informative groups", "rollout/informative_groups", "{:.0f}"),
+    ("informative share", "rollout/informative_group_share", "{:.2f}"),
+    ("share with success and failure", "rollout/success_mixed_group_share", "{:.2f}"),
+    ("episodes trained on", "rollout/trained_episodes", "{:.0f}"),
+    ("training success", "env/success_rate", "{:.2f}"),
+    ("progress of unsolved", "reward/progress", "{:.2f}"),
+    ("entropy", "actor/entropy", "{:.3f}"),
+)
+"""The GRPO stage step by step in the recipe's report: where its learning signal came from."""
+
+
+def grpo_step_table(rows: Sequence[dict[str, float]]) -> list[str]:
+    """Markdown rows: one column per GRPO step, one row per metric the run logged."""
+    if not rows:
+        return []
+    steps = [int(row["step"]) for row in rows]
+    lines = [
+        "| GRPO step | " + " | ".join(map(str, steps)) + " |",
+        "|---" * (len(steps) + 1) + "|",
+    ]
+    for title, key, number in STEP_COLUMNS:
+        if not any(key in row for row in rows):
+            continue
+        cells = [number.format(row[key]) if key in row else "–" for row in rows]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def percent(rate: float | None) -> str:
+    """A success rate as a percentage; '-' when nothing was scored (never 0%)."""
+    return "-" if rate is None else f"{rate:.1%}"
+
+
+def gain_text(gain: Difference | None) -> str:
+    if gain is None:
+        return "no scored task in common"
+    text = f"{gain.estimate:+.1%} [{gain.low:+.1%}, {gain.high:+.1%}] over {gain.tasks} tasks"
+    return text + (" *" if gain.excludes_zero else "")
