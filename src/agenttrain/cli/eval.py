@@ -209,7 +209,8 @@ def compare(
     ] = None,
 ) -> None:
     """Compare evaluations: success with 95% intervals, reward, parse rate, format errors,
-    turns, env errors, and each run minus the first over the tasks both played. Where actions
+    turns, env errors, and each run minus the first over the tasks both played; success by
+    the environment's breakdown key (TextCraft: depth), paired within each group. Where actions
     are JSON objects: JSON parse rate, share of -1 rewards, and each numeric field's
     distribution (mean, std, quantiles, plot, Kolmogorov-Smirnov test against the first).
 
@@ -222,6 +223,7 @@ def compare(
     import sys
     import time
 
+    from agenttrain.eval.breakdown import breakdown_table, legend
     from agenttrain.eval.compare import (
         TERMINAL_NOTE,
         CompareError,
@@ -241,6 +243,9 @@ def compare(
     console.print(runs_table(comparison))
     console.print(differences_table(comparison))
     console.print(TERMINAL_NOTE, highlight=False, markup=False)
+    if comparison.breakdown is not None:
+        console.print(breakdown_table(comparison.breakdown))
+        console.print(legend(comparison.breakdown), soft_wrap=True, highlight=False)
     for table in decision_tables(comparison.decisions) if comparison.decisions else []:
         console.print(table)
     console.print(f"Report: {report}", soft_wrap=True)

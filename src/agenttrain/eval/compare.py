@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -28,6 +28,7 @@ import matplotlib.pyplot as plt
 from rich import box
 from rich.table import Table
 
+from agenttrain.eval.breakdown import BreakdownView, breakdown_section, breakdown_view
 from agenttrain.eval.decisions import (
     QUANTILES,
     SIGNIFICANCE,
@@ -49,6 +50,9 @@ from agenttrain.eval.metrics import (
 )
 from agenttrain.eval.report import with_interval
 from agenttrain.rollout.trajectory import Trajectory, read_jsonl
+
+if TYPE_CHECKING:
+    from agenttrain.envs.base import EnvSpec
 
 EPISODES_FILE = "episodes.jsonl"
 POOL = "+"
@@ -93,6 +97,8 @@ class Comparison:
     shared_tasks: dict[str, int]
     decisions: DecisionView | None = None
     """JSON actions' parse rate and field distributions; None when no run acts in JSON."""
+    breakdown: BreakdownView | None = None
+    """Success by the environment's breakdown key (TextCraft: depth); None without one."""
 
     @property
     def first(self) -> Run:
@@ -246,24 +252,26 @@ def compare(paths: Sequence[Path]) -> Comparison:
         run.label: {metric: difference(first, run, metric) for metric in COMPARED}
         for run in runs[1:]
     }
-    decisions = decision_view(
-        [(run.label, run.trajectories) for run in runs], schema_fields(runs) or None
-    )
-    return Comparison(runs, differences, shared, decisions)
+    labelled = [(run.label, run.trajectories) for run in runs]
+    spec = _single_spec(runs)
+    decisions = decision_view(labelled, (spec.action_fields or None) if spec else None)
+    breakdown = breakdown_view(labelled, spec.breakdown_key if spec else None)
+    return Comparison(runs, differences, shared, decisions, breakdown)
 
 
-def schema_fields(runs: Sequence[Run]) -> tuple[str, ...]:
-    """The JSON action fields the runs' environment declares (empty: unknown, or several
-    environments); then a malformed reply's stray keys get no distribution of their own."""
+def _single_spec(runs: Sequence[Run]) -> EnvSpec | None:
+    """The runs' environment when they all play one that is installed (None otherwise): what
+    it declares (JSON action fields, a breakdown key) shapes the comparison's views. Without
+    JSON fields a malformed reply's stray keys get no distribution of their own."""
     from agenttrain.envs import get_spec
 
     envs = {t.env for run in runs for t in run.trajectories}
     if len(envs) != 1:
-        return ()
+        return None
     try:
-        return get_spec(envs.pop()).action_fields
+        return get_spec(envs.pop())
     except (KeyError, ValueError):
-        return ()
+        return None
 
 
 def _signed(difference: Difference | None) -> str:
@@ -493,10 +501,16 @@ def _decisions_section(comparison: Comparison, out: Path) -> list[str]:
     return [*lines, ""]
 
 
+def _breakdown_section(comparison: Comparison, out: Path) -> list[str]:
+    view = comparison.breakdown
+    return breakdown_section(view, comparison.first.label) if view else []
+
+
 SECTIONS: list[Callable[[Comparison, Path], list[str]]] = [
     _runs_section,
     _differences_section,
     _plot_section,
+    _breakdown_section,
     _decisions_section,
 ]
 """The parts of compare.md, in order; a new view of the runs is one more function here."""
