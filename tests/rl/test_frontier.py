@@ -257,3 +257,98 @@ def test_a_signal_frontier_run_counts_every_played_group(tiny_model_dir, tmp_pat
         row["rollout/informative_groups"] for row in rows
     )
     assert rows[-1]["sampling/prior_signal"] == stats.rate("signal")
+
+
+def screening_eval(out: Path, model, split: str, *extra: str) -> Path:
+    """The starting model's episodes on `split` by the real `agenttrain eval` (2 samples)."""
+    from typer.testing import CliRunner
+
+    from agenttrain.cli import app
+
+    arguments = ["eval", "--env", "largest", "--split", split, "--model", str(model), "-n", "2"]
+    arguments += ["--max-new-tokens", "8", "--out", str(out), *extra]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    return next(out.glob("*/episodes.jsonl"))
+
+
+SCREENED = ("env.split=val", *FRONTIER)
+
+
+def test_screened_episodes_are_the_task_counts_step_1_picks_by(tiny_model_dir, tmp_path):
+    """`data.frontier.seed_from`: the starting model's episodes on the training tasks count
+    before step 1, so its first round already knows every task it looks at."""
+    from agenttrain.rollout.trajectory import read_jsonl
+
+    file = screening_eval(tmp_path / "screen", tiny_model_dir, "val")
+    episodes = list(read_jsonl(file))
+    config = recipe(
+        tiny_model_dir, tmp_path / "run", *SCREENED, f"data.frontier.seed_from=[{file}]"
+    )
+    stats = Trainer(config).task_stats
+    assert len(stats) == len({t.task_id for t in episodes}) == 100
+    for task in (episodes[0].task_id, episodes[-1].task_id):
+        mine = [t for t in episodes if t.task_id == task]
+        record = stats.records[("largest", task)]
+        assert (record.successes, record.episodes) == (sum(t.success for t in mine), 2)
+        assert (record.groups, record.informative) == (1, int(len({t.reward for t in mine}) > 1))
+    rows = train(config)
+    assert rows[0]["sampling/unseen_share"] == 0.0  # without screening: 1.0 (see above)
+    resumed = Trainer(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            *SCREENED,
+            "trainer.total_steps=3",
+            f"data.frontier.seed_from=[{file}]",
+        )
+    )
+    played = sum(r.episodes for r in resumed.task_stats.records.values()) - len(episodes)
+    assert played == sum(row["rollout/episodes"] for row in rows)  # screened once, not twice
+
+
+def test_screening_episodes_of_other_tasks_or_missing_files_are_refused(tiny_model_dir, tmp_path):
+    test_split = screening_eval(tmp_path / "test", tiny_model_dir, "test", "--tasks", "0-1")
+    for file, fragments in (
+        (test_split, ["data.frontier.seed_from", "not in the run's training split"]),
+        (tmp_path / "nowhere.jsonl", ["data.frontier.seed_from", "nowhere.jsonl", "does not"]),
+    ):
+        config = recipe(
+            tiny_model_dir, tmp_path / "run", *SCREENED, f"data.frontier.seed_from=[{file}]"
+        )
+        with pytest.raises((ValueError, FileNotFoundError)) as caught:
+            Trainer(config)
+        for fragment in fragments:
+            assert fragment in str(caught.value)
+
+
+def test_screened_tasks_the_run_never_draws_are_left_out(tiny_model_dir, tmp_path):
+    """A screening of the whole split serves a run on some of its strata: the other tasks'
+    episodes are left out (counted in the message), not refused and not pooled in."""
+    from typer.testing import CliRunner
+
+    from agenttrain.cli import app
+    from agenttrain.envs.registry import get_spec
+    from agenttrain.rollout.trajectory import read_jsonl
+
+    out = tmp_path / "screen"
+    arguments = ["eval", "--split", "train", "--tasks", "0-3,100-103", "--model", "oracle"]
+    result = CliRunner().invoke(app, [*arguments, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    file = next(out.glob("*/episodes.jsonl"))
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        "env.name=textcraft",
+        "env.task_strata=[depth 1]",
+        "rollout.action_format=react",
+        *FRONTIER,
+        f"data.frontier.seed_from=[{file}]",
+    )
+    stats = Trainer(config).task_stats
+    depth = get_spec("textcraft").task_stratum
+    played = {t.task_id: depth(t.task_id) for t in read_jsonl(file)}
+    assert {"depth 1"} < set(played.values())  # the screening saw deeper goals too
+    assert {task for _, task in stats.records} == {
+        task for task, stratum in played.items() if stratum == "depth 1"
+    }

@@ -64,6 +64,11 @@ class FrontierConfig(Section):
     """Pseudo-episodes of the Beta prior (mean: the run's success rate) behind each estimate."""
     floor: float = Field(0.02, gt=0)
     """Added to every priority so no task starves (p(1 − p) is at most 0.25)."""
+    seed_from: list[Path] = Field(default_factory=list)
+    """Episodes of the starting model on training tasks (`agenttrain eval --split train
+    --model <start> -n 2`, its episodes.jsonl), counted into the per-task statistics before
+    step 1: the first steps then pick tasks the model solves sometimes, instead of learning
+    that from groups spent on hopeless ones. Training-split episodes only (checked)."""
 
 
 class OracleStartConfig(Section):

@@ -28,14 +28,16 @@ depth-3 task is already known to be hopeless and an unseen depth-1 task promisin
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import fmean
 
 from agenttrain.rl.config import FrontierConfig
 from agenttrain.rl.config import FrontierTarget as Target
 from agenttrain.rl.environments import Slot
-from agenttrain.rollout.trajectory import Trajectory
+from agenttrain.rollout.trajectory import Trajectory, read_jsonl
 
 TaskKey = tuple[str, int]
 """(environment name, task id): task ids are only unique within one environment."""
@@ -132,6 +134,60 @@ class TaskStats:
         """Rows of `state()`; checkpoints written before group counts have four columns."""
         return cls(
             {(str(env), int(task)): TaskRecord(*map(int, counts)) for env, task, *counts in rows}
+        )
+
+
+@dataclass(frozen=True)
+class TrainingTasks:
+    """One environment's tasks as a run sees them: its training split, and the tasks of it
+    the run draws (fewer with `env.task_strata`, or validation tasks carved from the split)."""
+
+    split: Collection[int]
+    drawn: Collection[int]
+
+
+def screened(files: Sequence[Path], tasks: Mapping[str, TrainingTasks]) -> tuple[TaskStats, int]:
+    """Per-task statistics from episodes the starting model played before training
+    (`data.frontier.seed_from`), and how many episodes were left out as tasks the run never
+    draws. They count as the task's episodes, and a file's samples of one task as one group,
+    informative when their rewards differ. An episode of another environment or outside the
+    training split is refused: a test task must not steer training."""
+    stats = TaskStats()
+    skipped = 0
+    for file in files:
+        if not file.is_file():
+            raise FileNotFoundError(f"data.frontier.seed_from: {file} does not exist")
+        episodes = [t for t in read_jsonl(file) if not t.errored]
+        if not episodes:
+            raise ValueError(f"data.frontier.seed_from: {file} holds no scored episode")
+        for trajectory in episodes:
+            _check_training_task(file, trajectory, tasks)
+        drawn = [t for t in episodes if t.task_id in tasks[t.env].drawn]
+        skipped += len(episodes) - len(drawn)
+        stats.record(drawn)
+        rewards: dict[TaskKey, list[float | None]] = defaultdict(list)
+        for trajectory in drawn:
+            rewards[(trajectory.env, trajectory.task_id)].append(trajectory.reward)
+        stats.record_groups(
+            (key, len(set(values)) > 1) for key, values in rewards.items() if len(values) > 1
+        )
+    return stats, skipped
+
+
+def _check_training_task(
+    file: Path, trajectory: Trajectory, tasks: Mapping[str, TrainingTasks]
+) -> None:
+    mine = tasks.get(trajectory.env)
+    if mine is None:
+        raise ValueError(
+            f"data.frontier.seed_from: {file} holds {trajectory.env} episodes; this run "
+            f"trains on {', '.join(tasks)}"
+        )
+    if trajectory.task_id not in mine.split:
+        raise ValueError(
+            f"data.frontier.seed_from: {file}: {trajectory.env} task {trajectory.task_id} is "
+            "not in the run's training split; evaluate the starting model on that split "
+            "(agenttrain eval --split <env.split> ...)"
         )
 
 

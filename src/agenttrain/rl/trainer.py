@@ -43,7 +43,14 @@ from agenttrain.rl.scoring import EpisodeScorer
 from agenttrain.rl.stats import timed
 from agenttrain.rl.step_batch import StepBatch
 from agenttrain.rl.step_metrics import per_environment_metrics, rollout_metrics, status_line
-from agenttrain.rl.task_stats import Pick, TaskStats, pick_frontier, sampling_metrics
+from agenttrain.rl.task_stats import (
+    Pick,
+    TaskStats,
+    TrainingTasks,
+    pick_frontier,
+    sampling_metrics,
+    screened,
+)
 from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine, derive_seed
 from agenttrain.rollout.trajectory import Trajectory, write_jsonl
@@ -136,6 +143,8 @@ class Trainer(TrainingRun):
             self.loop.run_until_complete(part.source.open([*part.train_tasks, *part.val_tasks]))
         if self.resume_from is not None:
             self._restore(self.resume_from)
+        elif config.data.frontier.seed_from:
+            self._screen_tasks()
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -188,6 +197,22 @@ class Trainer(TrainingRun):
         self.task_stats = TaskStats.from_state(state.get("task_stats", []))
         if self.memory is not None:
             self.memory.drop_after(self.step)
+
+    def _screen_tasks(self) -> None:
+        """Per-task statistics from `data.frontier.seed_from` before step 1 (a resumed run
+        restores them with the rest of its statistics instead)."""
+        files = self.config.data.frontier.seed_from
+        tasks = {
+            part.name: TrainingTasks(set(part.spec.split(part.config.split)), set(part.train_tasks))
+            for part in self.environments.parts
+        }
+        self.task_stats, skipped = screened(files, tasks)
+        episodes = sum(record.episodes for record in self.task_stats.records.values())
+        left_out = f"; {skipped} episodes of tasks this run never draws left out" if skipped else ""
+        self.console.print(
+            f"frontier sampling: {len(self.task_stats)} tasks known from {episodes} episodes "
+            f"of {len(files)} file(s), success {self.task_stats.success_rate():.1%}{left_out}"
+        )
 
     # -- the loop ---------------------------------------------------------------------------
 
