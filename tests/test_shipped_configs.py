@@ -55,19 +55,33 @@ def test_the_gpu_recipe_carries_the_best_cpu_measured_levers(tmp_path):
     assert grpo.env.task_strata == ["depth 1", "depth 2"] and grpo.sampling.temperature == 0.8
 
 
-def test_the_quoted_recipe_runs_the_measured_cpu_arm(tmp_path):
-    """configs/textcraft_recipe_quoted.yaml resolves to the settings of the arm measured with
-    separate commands (docs/results.md, #26): a drift here would make its table a new arm."""
+MEASURED_ARMS = {
+    # recipe: (demos settings, GRPO overrides beyond the quoting arm's, eval reply length)
+    "textcraft_recipe_quoted.yaml": ((0.5, "both", True, False), [], 96),
+    "textcraft_recipe_screened.yaml": (
+        (0.5, "both", True, True),
+        ["rollout.max_new_tokens=160", "data.task_sampling=frontier"],
+        160,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED_ARMS))
+def test_the_cpu_recipes_run_the_measured_arms(name, tmp_path):
+    """The quoted and screened recipes resolve to the settings of the arms measured with
+    separate commands (docs/results.md, #26): a drift here would make their tables new arms."""
     root = Path(__file__).parents[1]
     recipe = Recipe(
-        config_io.load(
-            RecipeConfig,
-            root / "configs" / "textcraft_recipe_quoted.yaml",
-            [f"run.out_dir={tmp_path}"],
-        )
+        config_io.load(RecipeConfig, root / "configs" / name, [f"run.out_dir={tmp_path}"])
     )
+    demos_settings, extra, reply_tokens = MEASURED_ARMS[name]
     demos = recipe.config.demos
-    assert (demos.recovery, demos.recovery_from, demos.quote_recipes) == (0.5, "both", True)
+    assert (
+        demos.recovery,
+        demos.recovery_from,
+        demos.quote_recipes,
+        demos.quote_ingredients,
+    ) == demos_settings
     measured_sft = config_io.load(
         SFTConfig,
         root / "configs" / "textcraft_sft.yaml",
@@ -86,11 +100,19 @@ def test_the_quoted_recipe_runs_the_measured_cpu_arm(tmp_path):
         "sampling.temperature=0.8",
         "reward.format_penalty=0.5",
         "env.task_strata=[depth 1, depth 2]",
+        *extra,
     ]
+    screened = None
+    if recipe.config.screen.enabled:
+        # the measured screening: training tasks 0-309 (depth 1 and 2) once, as GRPO samples
+        assert recipe.screen_tasks() == list(range(310)) and recipe.config.screen.n == 1
+        screened = tmp_path / "screen.jsonl"
+        arm.append(f"data.frontier.seed_from=[{screened}]")
     measured = config_io.load(TrainConfig, root / "configs" / "textcraft_grpo.yaml", arm)
-    ours = config_io.load(TrainConfig, recipe.config.grpo.config, recipe.grpo_overrides)
+    ours = recipe.grpo_stage_config("m", screened)
     for part in ("env", "rollout", "sampling", "data", "algorithm", "reward", "trainer", "actor"):
         assert getattr(ours, part) == getattr(measured, part), part
     evaluation = recipe.eval_config(["m"])
     assert (evaluation.n, evaluation.temperature, evaluation.rollout.max_turns) == (4, 0.6, 10)
+    assert evaluation.rollout.max_new_tokens == reply_tokens
     assert evaluation.tasks == list(range(100))

@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
+from agenttrain.envs import get_spec
 from agenttrain.eval.runner import select_tasks
 from agenttrain.policy.models import load_hf, resolve
 from agenttrain.run.stages import StageChanged
@@ -291,3 +292,71 @@ def test_recoveries_for_an_env_without_them_are_refused_when_the_recipe_loads():
         load_recipe(
             Path("configs/textcraft_recipe.yaml"), ["demos.env=babyai", "demos.recovery=0.5"]
         )
+
+
+def test_screening_plays_the_tasks_grpo_can_draw_by_default():
+    from agenttrain.recipe import Recipe, load_recipe
+
+    def recipe(*overrides: str) -> Recipe:
+        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), list(overrides)))
+
+    train = select_tasks("textcraft", "train", None)
+    depth_one = recipe("screen.enabled=true", "grpo.overrides=['env.task_strata=[depth 1]']")
+    positions = depth_one.screen_tasks()
+    played = {train[p] for p in positions}
+    stratum = get_spec("textcraft").task_stratum
+    assert played == {task for task in train if stratum(task) == "depth 1"}
+    assert 0 < len(positions) < len(train)
+    assert recipe("screen.enabled=true", "screen.tasks=3-5").screen_tasks() == [3, 4, 5]
+
+
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
+def test_screening_feeds_grpos_frontier_sampling_and_is_reused_only_unchanged(
+    tiny_model_dir, tmp_path
+):
+    out = tmp_path / "recipe"
+    arguments = [
+        "recipe",
+        "configs/textcraft_recipe.yaml",
+        f"run.out_dir={out}",
+        "demos.tasks=[0,1,2,3]",
+        "eval.tasks=0",
+        "eval.n=1",
+        "eval.max_turns=2",
+        "eval.max_new_tokens=8",
+        "sft.overrides=[eval.after_training=false,"
+        f"model.path={tiny_model_dir},optim.batch_tokens=2048,'trainer.loggers=[jsonl]']",
+        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
+        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
+        "sampling.temperature=0.9,'trainer.loggers=[jsonl]']",
+        "screen.enabled=true",
+        "screen.tasks=0-2",
+    ]
+    result = runner.invoke(app, arguments, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    (folder,) = (path.parent for path in (out / "screen").glob("*/episodes.jsonl"))
+    settings = json.loads((folder / "settings.json").read_text())
+    # the SFT model, on GRPO's training split, as GRPO samples (temperature, turns, tokens)
+    assert settings["model"] == results["models"]["SFT"]
+    assert settings["split"] == "train" and settings["tasks"] == [0, 1, 2]
+    assert settings["temperature"] == 0.9
+    assert settings["rollout"]["max_turns"] == 2 and settings["rollout"]["max_new_tokens"] == 8
+    grpo = (out / "grpo" / "config.yaml").read_text()
+    assert "task_sampling: frontier" in grpo and str(folder / "episodes.jsonl") in grpo
+    (step,) = [
+        json.loads(line)
+        for line in (out / "grpo" / "metrics.jsonl").read_text().splitlines()
+        if "rollout/episodes" in line
+    ]
+    assert step["sampling/tasks_with_stats"] >= 3  # the screened tasks were known at step 1
+    report = (out / "report.md").read_text()
+    assert "## Screening" in report and "played 3 episodes of 3 train tasks" in report
+    assert "| screening |" in report
+
+    again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert "using the screening episodes" in again.output
+    refused = runner.invoke(app, [*arguments, "screen.n=2"], env={"COLUMNS": "400"})
+    assert refused.exit_code == 2
+    assert "n 1 -> 2" in " ".join(refused.output.split()), refused.output

@@ -1,17 +1,23 @@
-"""The recipe's settings: its stages (demonstrations, SFT, GRPO, the RFT baseline) and the
-evaluation every stage's model gets; and how command-line overrides compose with a file's."""
+"""The recipe's settings: its stages (demonstrations, SFT, screening, GRPO, the RFT
+baseline) and the evaluation every stage's model gets; and how command-line overrides compose
+with a file's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from agenttrain import config as config_io
 from agenttrain.run.config import RunConfig, Section
 from agenttrain.sft.demos import check_ingredients, check_quotes, check_recovery
+
+Positions = Annotated[
+    list[int] | str | None, BeforeValidator(lambda v: str(v) if isinstance(v, int) else v)
+]
+"""Split positions: a list, or ranges such as "0-39" (a single number, `eval.tasks=7`, too)."""
 
 
 class DemosStage(Section):
@@ -54,7 +60,7 @@ class TrainingStage(Section):
 
 class RecipeEval(Section):
     split: str = "test"
-    tasks: list[int] | str | None = None
+    tasks: Positions = None
     """Positions within the split: a list, or ranges such as "0-39"."""
     n: int = Field(4, ge=1)
     base_n: int | None = Field(None, ge=1)
@@ -76,7 +82,7 @@ class RFTStage(Section):
     solved. Off by default (it adds a sampling pass and a fourth evaluation)."""
 
     enabled: bool = False
-    tasks: list[int] | str | None = None
+    tasks: Positions = None
     """Training-split positions to sample (a list, or ranges such as "0-63"); default: the
     tasks the GRPO stage played, so that both spend their samples on the same tasks."""
     n: int | None = Field(None, ge=1)
@@ -86,6 +92,26 @@ class RFTStage(Section):
     max_new_tokens: int = Field(96, ge=1)
     overrides: list[str] = Field(default_factory=list)
     """Overrides of the SFT config for the continued fine-tuning (e.g. optim.lr=5e-4)."""
+
+
+class ScreenStage(Section):
+    """Screening before GRPO (`data.frontier.seed_from`, docs/training.md): the SFT model
+    plays the training tasks GRPO can draw, and GRPO samples its tasks by frontier, counting
+    those episodes before its first step, so its first draws already prefer goals the model
+    solves sometimes. Off by default (it adds a pass over the training tasks)."""
+
+    enabled: bool = False
+    tasks: Positions = None
+    """Training-split positions to play (a list, or ranges such as "0-309"); default: every
+    task GRPO can draw (those of its `env.task_strata`)."""
+    n: int = Field(1, ge=1)
+    """Samples per task."""
+    temperature: float | None = Field(None, ge=0)
+    """Default: the GRPO stage's sampling temperature (screening estimates what GRPO sees)."""
+    max_turns: int | None = Field(None, ge=1)
+    """Default: the GRPO stage's turn limit."""
+    max_new_tokens: int | None = Field(None, ge=1)
+    """Default: the GRPO stage's `rollout.max_new_tokens`."""
 
 
 class RecipeConfig(Section):
@@ -102,6 +128,7 @@ class RecipeConfig(Section):
         default_factory=lambda: TrainingStage(config=Path("configs/textcraft_grpo.yaml"))
     )
     rft: RFTStage = Field(default_factory=RFTStage)
+    screen: ScreenStage = Field(default_factory=ScreenStage)
     eval: RecipeEval = Field(default_factory=RecipeEval)
 
 

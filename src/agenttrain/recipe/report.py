@@ -75,14 +75,44 @@ class RecipeReport:
             "",
         ]
 
+    def screening_section(self) -> list[str]:
+        """What the SFT model solved on the tasks GRPO could draw, which frontier sampling
+        counted before GRPO's first step."""
+        summaries = sorted((self.out / "screen").glob("*/summary.json"))
+        if not self.config.screen.enabled or not summaries:
+            return []
+        from agenttrain.envs import get_spec
+
+        summary = json.loads(summaries[-1].read_text())
+        key = get_spec(self.config.demos.env).breakdown_key
+        groups = summary.get(f"by_{key}", {}) if key else {}
+        by_group = "; ".join(
+            f"{key} {name}: {percent(row['success_rate'])} of {row['episodes']}"
+            for name, row in groups.items()
+        )
+        return [
+            "## Screening",
+            "",
+            f"Before GRPO the SFT model played {summary['episodes']} episodes of "
+            f"{summary['tasks']} {summary['split']} tasks ({summary['samples_per_task']} per "
+            f"task) and solved {percent(summary['success_rate'])}"
+            + (f" ({by_group})" if by_group else "")
+            + "; GRPO sampled its tasks by frontier with those episodes counted before step 1 "
+            "(`data.frontier.seed_from`).",
+            "",
+        ]
+
     def _stage_details(self) -> dict[str, str]:
         details = {
             "demos": f"`{self.demos_path}`",
             "SFT": "[sft/report.md](sft/report.md)",
+            "screening": "`screen/`",
             "GRPO": "[grpo/report.md](grpo/report.md)",
             "RFT": "[rft/sft/report.md](rft/sft/report.md)",
             "eval": "[eval/report.md](eval/report.md)",
         }
+        if not self.config.screen.enabled:
+            del details["screening"]
         if not self.config.rft.enabled:
             del details["RFT"]
         return details
@@ -101,7 +131,9 @@ class RecipeReport:
         lines = [
             f"# Recipe: {self.config.run.name}",
             "",
-            f"Oracle demonstrations -> SFT -> GRPO on {self.config.demos.env}"
+            "Oracle demonstrations -> SFT -> "
+            + ("screening -> " if self.config.screen.enabled else "")
+            + f"GRPO on {self.config.demos.env}"
             + (" (and the RFT baseline)" if self.config.rft.enabled else "")
             + "; each stage's "
             f"model evaluated on the same {settings.split} tasks "
@@ -126,6 +158,7 @@ class RecipeReport:
             "",
             "![comparison](comparison.png)",
             "",
+            *self.screening_section(),
             *self.grpo_steps(),
             *self.rft_section(),
             "## Models",

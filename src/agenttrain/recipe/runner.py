@@ -1,4 +1,4 @@
-"""`agenttrain recipe`: demonstrations -> SFT -> GRPO -> evaluation of each stage.
+"""`agenttrain recipe`: demonstrations -> SFT -> (screening) -> GRPO -> evaluation of each stage.
 
 Every stage writes into one run folder and is skipped when it already finished, so an
 interrupted recipe continues where it stopped. A finished stage is reused only with the
@@ -6,9 +6,11 @@ settings it ran with (`stages.json`, `run/stages.py`); other settings are refuse
 changed keys and the folders to remove. The base model, the SFT checkpoint and the
 SFT+GRPO checkpoint are evaluated on the same held-out tasks and seeds; `report.md` holds
 the comparison table and plot. With `rft.enabled`, the RFT baseline (SFT continued on the SFT
-model's own solved episodes) is trained and evaluated beside them.
+model's own solved episodes) is trained and evaluated beside them. With `screen.enabled`, the
+SFT model first plays the tasks GRPO can draw, and GRPO's frontier sampling counts them.
 
-    <out>/demos.jsonl   <out>/sft/   <out>/grpo/   <out>/rft/   <out>/eval/   <out>/report.md
+    <out>/demos.jsonl  <out>/sft/  <out>/screen/  <out>/grpo/  <out>/rft/  <out>/eval/
+    <out>/report.md
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from agenttrain.run import checkpoint
 from agenttrain.run.stages import StageChanged, StageRecords
 
 if TYPE_CHECKING:
+    from agenttrain.rl.config import TrainConfig
     from agenttrain.sft.config import SFTConfig
 
 
@@ -52,8 +55,8 @@ class Recipe(RecipeReport):
             f"env.name={config.demos.env}",
             f"rollout.action_format={config.demos.action_format}",
         ]
-        grpo = config_io.load(TrainConfig, config.grpo.config, self.grpo_overrides)
-        self.grpo_group_size = grpo.data.group_size
+        self.grpo_config = config_io.load(TrainConfig, config.grpo.config, self.grpo_overrides)
+        self.grpo_group_size = self.grpo_config.data.group_size
         self.rft_dir = self.out / "rft"
         self.rft_config = self._sft_stage_config(
             self.rft_dir / "sft", self.rft_dir / "own.jsonl", config.rft.overrides
@@ -99,7 +102,10 @@ class Recipe(RecipeReport):
     def _run_stages(self) -> Path:
         self._stage("demos", self.make_demos)
         sft_checkpoint = self._stage("SFT", self.train_sft)
-        grpo_checkpoint = self._stage("GRPO", lambda: self.train_grpo(sft_checkpoint))
+        screened = None
+        if self.config.screen.enabled:
+            screened = self._stage("screening", lambda: self.screen(sft_checkpoint))
+        grpo_checkpoint = self._stage("GRPO", lambda: self.train_grpo(sft_checkpoint, screened))
         models = {"base": self.sft_config.model.path, "SFT": sft_checkpoint}
         if self.config.rft.enabled:
             rft_checkpoint = self._stage("RFT", lambda: self.train_rft(sft_checkpoint))
@@ -122,7 +128,7 @@ class Recipe(RecipeReport):
 
         settings = self.stage_settings("demos")
         if self.demos_path.exists():
-            self._reuse("demos", settings, self.demos_path, "sft", "grpo", "rft", "eval")
+            self._reuse("demos", settings, self.demos_path, "sft", "screen", "grpo", "rft", "eval")
             self.console.print(f"using the demonstrations in {self.demos_path}")
             return self.demos_path
         demos = self.config.demos
@@ -168,17 +174,24 @@ class Recipe(RecipeReport):
                 raise KeyboardInterrupt  # stopped by Ctrl-C; the checkpoint is kept
             self.records.record("SFT", settings)
         else:
-            self._reuse("SFT", settings, self.out / "sft", "grpo", "rft", "eval")
+            self._reuse("SFT", settings, self.out / "sft", "screen", "grpo", "rft", "eval")
             self.console.print(f"SFT already finished: {done['checkpoint']}")
         return str(done["checkpoint"])
 
-    def train_grpo(self, start: str) -> str:
+    def grpo_stage_config(self, start: str, screened: Path | None = None) -> TrainConfig:
+        """The GRPO stage's config from `start`; with `screened` episodes, tasks are sampled
+        by frontier with those episodes counted before step 1."""
         from agenttrain.rl.config import TrainConfig
+
+        overrides = [*self.grpo_overrides, f"model.path={start}"]
+        if screened is not None:
+            overrides += ["data.task_sampling=frontier", f"data.frontier.seed_from=[{screened}]"]
+        return config_io.load(TrainConfig, self.config.grpo.config, overrides)
+
+    def train_grpo(self, start: str, screened: Path | None = None) -> str:
         from agenttrain.rl.trainer import Trainer
 
-        config = config_io.load(
-            TrainConfig, self.config.grpo.config, [*self.grpo_overrides, f"model.path={start}"]
-        )
+        config = self.grpo_stage_config(start, screened)
         settings = self.stage_settings("GRPO", config.model_dump(mode="json"))
         done = checkpoint.finished(config.run.out_dir)
         if done is None:
@@ -226,20 +239,13 @@ class Recipe(RecipeReport):
         from agenttrain.sft.demos import write_demos
 
         rft = self.config.rft
-        sampler = EvalConfig(
-            env=self.config.demos.env,
-            split=self.config.demos.split,
-            tasks=self.rft_tasks(),
-            models=[model],
+        sampler = self.training_play(
+            model,
+            self.config.demos.split,
+            self.rft_tasks(),
             n=rft.n or self.grpo_group_size,
-            seeds=[self.config.run.seed],
             temperature=rft.temperature,
-            rollout=RolloutConfig(
-                max_turns=rft.max_turns,
-                max_new_tokens=rft.max_new_tokens,
-                action_format=self.config.demos.action_format,
-            ),
-            device=self.sft_config.model.device,
+            rollout=RolloutConfig(max_turns=rft.max_turns, max_new_tokens=rft.max_new_tokens),
         )
         own = self.rft_dir / "own.jsonl"
         counts_file = self.rft_dir / "sampling.json"
@@ -258,6 +264,73 @@ class Recipe(RecipeReport):
         self.records.record("RFT samples", settings)
         self.console.print(f"RFT: the SFT model solved {result.kept} of {result.episodes}")
         return counts
+
+    def training_play(
+        self,
+        model: str,
+        split: str,
+        tasks: list[int],
+        n: int,
+        temperature: float,
+        rollout: RolloutConfig,
+    ) -> EvalConfig:
+        """`model` playing training tasks (RFT's samples, screening): the recipe's environment,
+        action format, seed and device."""
+        return EvalConfig(
+            env=self.config.demos.env,
+            split=split,
+            tasks=tasks,
+            models=[model],
+            n=n,
+            seeds=[self.config.run.seed],
+            temperature=temperature,
+            rollout=rollout.model_copy(update={"action_format": self.config.demos.action_format}),
+            device=self.sft_config.model.device,
+        )
+
+    def screen(self, model: str) -> Path:
+        """`model`'s episodes on the tasks GRPO can draw, in <out>/screen/ (a finished
+        screening with the same settings is reused; a stopped one continues)."""
+        from agenttrain.eval.runner import evaluate, slug
+
+        screen, grpo = self.config.screen, self.grpo_config
+        config = self.training_play(
+            model,
+            grpo.env.split,
+            self.screen_tasks(),
+            n=screen.n,
+            temperature=grpo.sampling.temperature
+            if screen.temperature is None
+            else screen.temperature,
+            rollout=RolloutConfig(
+                max_turns=screen.max_turns or grpo.env.max_turns or grpo.rollout.max_turns,
+                max_new_tokens=screen.max_new_tokens or grpo.rollout.max_new_tokens,
+            ),
+        ).model_copy(update={"out": self.out / "screen"})
+        settings = self.stage_settings("screening", config.model_dump(mode="json", exclude={"out"}))
+        folder = config.out / slug(model)
+        if (folder / "summary.json").exists():
+            self._reuse("screening", settings, folder, "grpo", "rft", "eval")
+            self.console.print(f"using the screening episodes in {folder}")
+        else:
+            evaluate(config, self.console)
+            self.records.record("screening", settings)
+        return folder / "episodes.jsonl"
+
+    def screen_tasks(self) -> list[int]:
+        """Positions screening plays: `screen.tasks`, else every task of GRPO's training
+        split that GRPO can draw (its `env.task_strata`)."""
+        from agenttrain.envs import get_spec
+        from agenttrain.rl.environments import tasks_in_strata
+
+        tasks = self.config.screen.tasks
+        if tasks is not None:
+            return parse_ranges(tasks) if isinstance(tasks, str) else tasks
+        env = self.grpo_config.env
+        spec = get_spec(env.name)
+        ids = list(spec.split(env.split))
+        drawn = set(tasks_in_strata(spec, env, ids))
+        return [position for position, task in enumerate(ids) if task in drawn]
 
     def rft_tasks(self) -> list[int]:
         """Split positions RFT samples: `rft.tasks`, else the tasks the GRPO stage played."""
@@ -304,8 +377,13 @@ class Recipe(RecipeReport):
         if stage == "SFT":
             own = self.sft_config.model_dump(mode="json")
             return {"sft": own, "demos": self.records.get("demos") or self.stage_settings("demos")}
+        if stage == "screening":
+            return {"screen": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
         if stage == "GRPO":
-            return {"grpo": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
+            settings = {"grpo": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
+            if self.config.screen.enabled:
+                settings["screening"] = self.records.get("screening")
+            return settings
         if stage == "RFT samples":
             return {"rft": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
         if stage == "RFT":
