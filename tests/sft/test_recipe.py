@@ -308,6 +308,7 @@ def test_screening_plays_the_tasks_grpo_can_draw_by_default():
     assert played == {task for task in train if stratum(task) == "depth 1"}
     assert 0 < len(positions) < len(train)
     assert recipe("screen.enabled=true", "screen.tasks=3-5").screen_tasks() == [3, 4, 5]
+    assert recipe("screen.enabled=true", "screen.tasks=7").screen_tasks() == [7]
 
 
 @pytest.mark.slow  # over 9 s on 2 cores: the full suite only
