@@ -136,7 +136,9 @@ def test_a_command_line_stage_override_list_adds_to_the_recipes_own():
     assert recipe.sft.overrides == ["eval.after_training=false"]
 
 
-def _rft_recipe(out: Path, model: str) -> list[str]:
+def _tiny_recipe(out: Path, model: str, grpo: str = "") -> list[str]:
+    """`agenttrain recipe` on the tiny model: one GRPO step, 2-turn 8-token episodes; `grpo`:
+    more GRPO overrides (comma-separated)."""
     return [
         "recipe",
         "configs/textcraft_recipe.yaml",
@@ -150,7 +152,13 @@ def _rft_recipe(out: Path, model: str) -> list[str]:
         f"model.path={model},optim.batch_tokens=2048,'trainer.loggers=[jsonl]']",
         "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
         "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
-        "'trainer.loggers=[jsonl]']",
+        f"{grpo + ',' if grpo else ''}'trainer.loggers=[jsonl]']",
+    ]
+
+
+def _rft_recipe(out: Path, model: str) -> list[str]:
+    return [
+        *_tiny_recipe(out, model),
         "rft.enabled=true",
         "rft.max_turns=10",  # the oracle needs more than 2 turns for most goals
         "rft.max_new_tokens=8",
@@ -317,19 +325,8 @@ def test_screening_feeds_grpos_frontier_sampling_and_is_reused_only_unchanged(
 ):
     out = tmp_path / "recipe"
     arguments = [
-        "recipe",
-        "configs/textcraft_recipe.yaml",
-        f"run.out_dir={out}",
-        "demos.tasks=[0,1,2,3]",
+        *_tiny_recipe(out, tiny_model_dir, grpo="sampling.temperature=0.9"),
         "eval.tasks=0",
-        "eval.n=1",
-        "eval.max_turns=2",
-        "eval.max_new_tokens=8",
-        "sft.overrides=[eval.after_training=false,"
-        f"model.path={tiny_model_dir},optim.batch_tokens=2048,'trainer.loggers=[jsonl]']",
-        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
-        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
-        "sampling.temperature=0.9,'trainer.loggers=[jsonl]']",
         "screen.enabled=true",
         "screen.tasks=0-2",
     ]

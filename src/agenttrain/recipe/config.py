@@ -20,6 +20,13 @@ Positions = Annotated[
 """Split positions: a list, or ranges such as "0-39" (a single number, `eval.tasks=7`, too)."""
 
 
+def positions(tasks: list[int] | str | None) -> list[int] | None:
+    """A `Positions` setting as a list (None stays None: the stage's default)."""
+    from agenttrain.eval.runner import parse_ranges
+
+    return parse_ranges(tasks) if isinstance(tasks, str) else tasks
+
+
 class DemosStage(Section):
     env: str = "textcraft"
     split: str = "train"

@@ -25,8 +25,8 @@ from rich.console import Console
 
 from agenttrain import config as config_io
 from agenttrain.eval.metrics import Difference
-from agenttrain.eval.runner import EvalConfig, parse_ranges
-from agenttrain.recipe.config import UPSTREAM, RecipeConfig
+from agenttrain.eval.runner import EvalConfig
+from agenttrain.recipe.config import UPSTREAM, RecipeConfig, positions
 from agenttrain.recipe.report import RecipeReport
 from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
@@ -325,7 +325,7 @@ class Recipe(RecipeReport):
 
         tasks = self.config.screen.tasks
         if tasks is not None:
-            return parse_ranges(tasks) if isinstance(tasks, str) else tasks
+            return positions(tasks)
         env = self.grpo_config.env
         spec = get_spec(env.name)
         ids = list(spec.split(env.split))
@@ -339,7 +339,7 @@ class Recipe(RecipeReport):
 
         tasks = self.config.rft.tasks
         if tasks is not None:
-            return parse_ranges(tasks) if isinstance(tasks, str) else tasks
+            return positions(tasks)
         folder = self.out / "grpo" / "trajectories"
         played = {e.task_id for path in sorted(folder.glob("*.jsonl")) for e in read_jsonl(path)}
         if not played:
@@ -401,7 +401,7 @@ class Recipe(RecipeReport):
 
     def eval_config(self, models: list[str]) -> EvalConfig:
         settings = self.config.eval
-        tasks = parse_ranges(settings.tasks) if isinstance(settings.tasks, str) else settings.tasks
+        tasks = positions(settings.tasks)
         return EvalConfig(
             env=self.config.demos.env,
             split=settings.split,
