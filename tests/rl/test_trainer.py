@@ -335,3 +335,18 @@ def test_a_step_whose_prompts_fill_the_context_says_so_instead_of_crashing(
     assert row["response_length/clip_ratio"] == 1.0
     assert row["rollout/trained_episodes"] == 16 and "actor/loss" not in row
     assert "the model wrote no token in 16 episodes" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_run_reports_its_groups_by_crafting_depth_step_by_step(tiny_model_dir, tmp_path):
+    """Where the signal came from, per difficulty class, in the metrics and in report.md."""
+    config = deep_textcraft_step(
+        tiny_model_dir, tmp_path / "run", "env.task_strata=[depth 1, depth 2]"
+    )
+    [row] = train(config)
+    classes = [f"rollout/stratum/depth_{depth}/" for depth in (1, 2)]
+    assert sum(row.get(c + "groups", 0) for c in classes) == row["rollout/played_groups"] == 4
+    informative = sum(row.get(c + "informative_groups", 0) for c in classes)
+    assert informative == row["rollout/informative_groups"]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## Steps" in report and "| step |" in report
+    assert ": informative / solved / groups |" in report

@@ -50,7 +50,7 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     report = (out / "report.md").read_text()
     assert "| base |" in report and "| SFT+GRPO |" in report
     # where GRPO's signal came from, step by step (issue 26)
-    assert "| GRPO step | 1 |" in report and "| informative share |" in report
+    assert "| step | generation rounds |" in report and "| informative share |" in report
     assert "| episodes trained on |" in report and "in 1 steps;" in report
     assert (out / "comparison.png").exists() and (out / "eval" / "report.md").exists()
     # each stage's paired gain over the one before, over the 2 shared tasks, and compare.md

@@ -4,13 +4,13 @@ step, the RFT baseline, wall times) and results.json, written once every stage h
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agenttrain.eval.metrics import Difference
 from agenttrain.eval.report import metrics_table
 from agenttrain.recipe.config import RecipeConfig
+from agenttrain.rl.report import step_table
 
 
 class RecipeReport:
@@ -35,7 +35,7 @@ class RecipeReport:
     def grpo_steps(self) -> list[str]:
         """The GRPO stage's per-step signal (informative groups, episodes trained on)."""
         rows = self._grpo_rows()
-        table = grpo_step_table(rows)
+        table = step_table(rows)
         if not table:
             return []
         trained = sum(row.get("rollout/trained_episodes", 0) for row in rows)
@@ -190,37 +190,6 @@ class RecipeReport:
             )
         )
         return path
-
-
-STEP_COLUMNS = (
-    ("generation rounds", "train/num_gen_batches", "{:.0f}"),
-    ("groups played", "rollout/played_groups", "{:.0f}"),
-    ("informative groups", "rollout/informative_groups", "{:.0f}"),
-    ("informative share", "rollout/informative_group_share", "{:.2f}"),
-    ("share with success and failure", "rollout/success_mixed_group_share", "{:.2f}"),
-    ("episodes trained on", "rollout/trained_episodes", "{:.0f}"),
-    ("training success", "env/success_rate", "{:.2f}"),
-    ("progress of unsolved", "reward/progress", "{:.2f}"),
-    ("entropy", "actor/entropy", "{:.3f}"),
-)
-"""The GRPO stage step by step in the recipe's report: where its learning signal came from."""
-
-
-def grpo_step_table(rows: Sequence[dict[str, float]]) -> list[str]:
-    """Markdown rows: one column per GRPO step, one row per metric the run logged."""
-    if not rows:
-        return []
-    steps = [int(row["step"]) for row in rows]
-    lines = [
-        "| GRPO step | " + " | ".join(map(str, steps)) + " |",
-        "|---" * (len(steps) + 1) + "|",
-    ]
-    for title, key, number in STEP_COLUMNS:
-        if not any(key in row for row in rows):
-            continue
-        cells = [number.format(row[key]) if key in row else "–" for row in rows]
-        lines.append(f"| {title} | " + " | ".join(cells) + " |")
-    return lines
 
 
 def percent(rate: float | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import cycle
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from agenttrain.rl.step_metrics import STRATUM_PREFIX
 from agenttrain.run import checkpoint
 from agenttrain.run.tracking import read_metrics
 
@@ -138,6 +140,59 @@ def env_error_lines(rows: list[dict[str, float]]) -> list[str]:
     ]
 
 
+STEP_COLUMNS = (
+    ("generation rounds", "train/num_gen_batches", "{:.0f}"),
+    ("groups played", "rollout/played_groups", "{:.0f}"),
+    ("informative groups", "rollout/informative_groups", "{:.0f}"),
+    ("informative share", "rollout/informative_group_share", "{:.2f}"),
+    ("share with success and failure", "rollout/success_mixed_group_share", "{:.2f}"),
+    ("episodes trained on", "rollout/trained_episodes", "{:.0f}"),
+    ("training success", "env/success_rate", "{:.2f}"),
+    ("progress of unsolved", "reward/progress", "{:.2f}"),
+    ("entropy", "actor/entropy", "{:.3f}"),
+)
+"""A GRPO run step by step: where its learning signal came from."""
+
+
+def step_table(rows: Sequence[dict[str, float]]) -> list[str]:
+    """Markdown: one row per step that played, one column per metric the run logged, then
+    per difficulty class its groups as "informative / with a success / played"."""
+    rows = [row for row in rows if "rollout/episodes" in row]
+    if not rows:
+        return []
+    columns = [(title, key, number) for title, key, number in STEP_COLUMNS if _logged(rows, key)]
+    strata = sorted(
+        {
+            key.removeprefix(STRATUM_PREFIX).removesuffix("/groups")
+            for row in rows
+            for key in row
+            if key.startswith(STRATUM_PREFIX) and key.endswith("/groups")
+        },
+        key=lambda label: (len(label), label),  # depth_2 before depth_10
+    )
+    titles = ["step", *(title for title, _, _ in columns)]
+    titles += [f"{label.replace('_', ' ')}: informative / solved / groups" for label in strata]
+    lines = ["| " + " | ".join(titles) + " |", "|---" * len(titles) + "|"]
+    for row in rows:
+        cells = [f"{row['step']:.0f}"]
+        cells += [number.format(row[key]) if key in row else "–" for _, key, number in columns]
+        cells += [_stratum_cell(row, label) for label in strata]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _logged(rows: Sequence[dict[str, float]], key: str) -> bool:
+    return any(key in row for row in rows)
+
+
+def _stratum_cell(row: dict[str, float], label: str) -> str:
+    prefix = f"{STRATUM_PREFIX}{label}/"
+    if prefix + "groups" not in row:
+        return "–"
+    counts = (row.get(prefix + name, 0) for name in ("informative_groups", "solved_groups"))
+    return " / ".join(f"{count:.0f}" for count in (*counts, row[prefix + "groups"]))
+
+
 def write_training_report(run_dir: Path, config: object) -> Path:
     rows = read_metrics(run_dir / "metrics.jsonl")
     path = run_dir / "report.md"
@@ -166,6 +221,9 @@ def write_training_report(run_dir: Path, config: object) -> Path:
         lines += ["", f"Steps logged: {int(first['step'])}–{int(last['step'])}.", ""]
         plot_training(rows, run_dir / "training.png")
         lines += ["![training curves](training.png)", ""]
+        table = step_table(rows)
+        if table:
+            lines += ["## Steps", "", *table, ""]
     newest = checkpoint.latest(run_dir)
     if newest is not None:
         lines += [

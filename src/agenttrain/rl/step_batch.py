@@ -20,8 +20,9 @@ class StepBatch:
     kept: list[int] = field(default_factory=list)
     """Indices of the episodes trained on, in play order."""
     trained_groups: int = 0
-    informative_groups: int = 0
-    """Groups whose rewards differ (the only ones GRPO-style estimators learn from)."""
+    informative_ids: set[str] = field(default_factory=set)
+    """Group ids of the groups whose rewards differ (the only ones GRPO-style estimators
+    learn from)."""
     filtered_groups: int = 0
     """Groups set aside by dynamic sampling for having no reward variance."""
     dropped_groups: int = 0
@@ -48,6 +49,10 @@ class StepBatch:
         self.trained_groups = len(groups)
         self.dropped_groups = dropped
         self.filtered_groups = filtered
+
+    @property
+    def informative_groups(self) -> int:
+        return len(self.informative_ids)
 
     def success_mixed_share(self) -> float:
         """Share of the groups played whose episodes both succeed and fail. Reward variance

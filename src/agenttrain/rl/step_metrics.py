@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from statistics import fmean
 
 from agenttrain.rl.stats import actions_by_verb, stats
@@ -68,6 +68,37 @@ def per_environment_metrics(
             metrics[f"{prefix}/success_rate"] = fmean(trajectories[i].success for i in valid)
             metrics[f"{prefix}/score_mean"] = fmean(scores[i] for i in valid)
             metrics[f"{prefix}/num_turns_mean"] = fmean(trajectories[i].num_turns for i in valid)
+    return metrics
+
+
+STRATUM_PREFIX = "rollout/stratum/"
+
+
+def stratum_metrics(
+    trajectories: Sequence[Trajectory],
+    informative_ids: set[str],
+    stratum: Callable[[tuple[str, int]], str | None],
+) -> dict[str, float]:
+    """`rollout/stratum/<class>/{groups,informative_groups,solved_groups}` per difficulty
+    class of the step's groups (TextCraft: "depth 2" -> `depth_2`): where the learning signal
+    came from. A run's average success hides that every informative group may be an easy goal;
+    `solved_groups` (groups with a success) says whether the deep goals were ever solved."""
+    groups: dict[str, list[Trajectory]] = {}
+    for trajectory in trajectories:
+        groups.setdefault(trajectory.group_id, []).append(trajectory)
+    metrics: dict[str, float] = {}
+    for group_id, members in groups.items():
+        label = stratum((members[0].env, members[0].task_id))
+        if label is None:
+            continue
+        prefix = STRATUM_PREFIX + label.replace(" ", "_")
+        solved = any(t.success for t in members if not t.errored)
+        for name, count in (
+            ("groups", 1),
+            ("informative_groups", group_id in informative_ids),
+            ("solved_groups", solved),
+        ):
+            metrics[f"{prefix}/{name}"] = metrics.get(f"{prefix}/{name}", 0) + int(count)
     return metrics
 
 

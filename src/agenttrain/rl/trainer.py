@@ -42,7 +42,12 @@ from agenttrain.rl.run_memory import RunMemory
 from agenttrain.rl.scoring import EpisodeScorer
 from agenttrain.rl.stats import timed
 from agenttrain.rl.step_batch import StepBatch
-from agenttrain.rl.step_metrics import per_environment_metrics, rollout_metrics, status_line
+from agenttrain.rl.step_metrics import (
+    per_environment_metrics,
+    rollout_metrics,
+    status_line,
+    stratum_metrics,
+)
 from agenttrain.rl.task_stats import (
     Pick,
     TaskStats,
@@ -422,6 +427,7 @@ class Trainer(TrainingRun):
         metrics["rollout/played_groups"] = played_groups
         metrics["rollout/informative_group_share"] = batch.informative_groups / played_groups
         metrics["rollout/success_mixed_group_share"] = batch.success_mixed_share()
+        metrics.update(stratum_metrics(trajectories, batch.informative_ids, self._stratum))
         if config.data.task_sampling == "frontier":
             metrics.update(sampling_metrics(picks, self.task_stats))
         metrics["rollout/trained_groups"] = batch.trained_groups
@@ -524,9 +530,9 @@ class Trainer(TrainingRun):
             self.task_stats.record([t for t in trajectories if not t.oracle_turns])
             groups, dropped = self._trainable_groups(batch)
             informative = [g for g in groups if self._has_signal(batch, g)]
-            batch.informative_groups = len(informative)
+            batch.informative_ids = {batch.trajectories[group[0]].group_id for group in informative}
             round_ids = {request.group_id for _, request in requests}
-            self.task_stats.record_groups(self._round_groups(batch, round_ids, groups, informative))
+            self.task_stats.record_groups(self._round_groups(batch, round_ids, groups))
             if not dynamic.enabled:
                 batch.select(groups, dropped=dropped, filtered=0)
                 return batch
@@ -552,16 +558,17 @@ class Trainer(TrainingRun):
 
     @staticmethod
     def _round_groups(
-        batch: StepBatch, round_ids: set[str], groups: list[list[int]], informative: list[list[int]]
+        batch: StepBatch, round_ids: set[str], groups: list[list[int]]
     ) -> list[tuple[tuple[str, int], bool]]:
         """(task, whether its rewards differed) for this round's groups from scratch that kept a
         baseline; earlier rounds' groups were counted when they were played."""
-        signal = {batch.trajectories[group[0]].group_id for group in informative}
         counted = []
         for group in groups:
             first = batch.trajectories[group[0]]
             if first.group_id in round_ids and not first.oracle_turns:
-                counted.append(((first.env, first.task_id), first.group_id in signal))
+                counted.append(
+                    ((first.env, first.task_id), first.group_id in batch.informative_ids)
+                )
         return counted
 
     def _group_id(self, step: int, slot: Slot) -> str:
