@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from agenttrain.cli import app
 from agenttrain.envs import get_spec
-from agenttrain.eval.runner import select_tasks
+from agenttrain.eval.runner import select_tasks, slug
 from agenttrain.policy.models import load_hf, resolve
 from agenttrain.run.stages import StageChanged
 
@@ -358,3 +358,36 @@ def test_screening_feeds_grpos_frontier_sampling_and_is_reused_only_unchanged(
     refused = runner.invoke(app, [*arguments, "screen.n=2"], env={"COLUMNS": "400"})
     assert refused.exit_code == 2
     assert "n 1 -> 2" in " ".join(refused.output.split()), refused.output
+
+
+@pytest.mark.slow  # over 9 s on 2 cores: the full suite only
+def test_more_grpo_steps_continue_the_finished_stage_and_evaluate_its_new_checkpoint(
+    tiny_model_dir, tmp_path
+):
+    """ "Enough steps" is the same command with a larger trainer.total_steps: GRPO resumes
+    from its last checkpoint (SFT is not redone), the new checkpoint is evaluated, and the
+    record says 2 steps; fewer steps than ran is refused like any other change."""
+    out = tmp_path / "recipe"
+    first = runner.invoke(app, _tiny_recipe(out, tiny_model_dir), env={"COLUMNS": "200"})
+    assert first.exit_code == 0, first.output
+    longer = _tiny_recipe(out, tiny_model_dir, grpo="trainer.total_steps=2")
+    result = runner.invoke(app, longer, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())
+    assert "SFT already finished" in output
+    assert "GRPO finished 1 steps; continuing to 2" in output
+    steps = [
+        json.loads(line)["step"]
+        for line in (out / "grpo" / "metrics.jsonl").read_text().splitlines()
+        if "rollout/episodes" in line
+    ]
+    assert steps == [1, 2]  # step 1 was not played again
+    results = json.loads((out / "results.json").read_text())
+    assert results["models"]["SFT+GRPO"].endswith("step-2")
+    assert (out / "eval" / slug(results["models"]["SFT+GRPO"]) / "summary.json").exists()
+    recorded = json.loads((out / "stages.json").read_text())
+    assert recorded["GRPO"]["grpo"]["trainer"]["total_steps"] == 2
+
+    shorter = runner.invoke(app, _tiny_recipe(out, tiny_model_dir), env={"COLUMNS": "400"})
+    assert shorter.exit_code == 2
+    assert "total_steps 2 -> 1" in " ".join(shorter.output.split()), shorter.output

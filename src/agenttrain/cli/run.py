@@ -132,7 +132,8 @@ def recipe(
 ) -> None:
     """Demonstrations -> SFT -> GRPO -> eval of base, SFT and SFT+GRPO on the same tasks.
 
-    Finished stages are reused, so running the same command again continues a stopped recipe.
+    Finished stages are reused, so running the same command again continues a stopped recipe;
+    a larger GRPO trainer.total_steps continues the finished GRPO stage.
     rft.enabled=true adds the RFT baseline (SFT continued on the SFT model's own successes).
 
     Example: agenttrain recipe configs/textcraft_recipe.yaml

@@ -194,17 +194,38 @@ class Recipe(RecipeReport):
         config = self.grpo_stage_config(start, screened)
         settings = self.stage_settings("GRPO", config.model_dump(mode="json"))
         done = checkpoint.finished(config.run.out_dir)
-        if done is None:
+        more = self.grpo_steps_added(settings) if done is not None else None
+        if more is not None:
+            self.console.print(
+                f"GRPO finished {more[0]} steps; continuing to {more[1]} from its last "
+                "checkpoint (exact resume)"
+            )
+        if done is None or more is not None:
             trainer = Trainer(config, self.console)
             trainer.train()
             done = checkpoint.finished(config.run.out_dir)
-            if done is None:
-                raise KeyboardInterrupt
+            if done is None or done["step"] < config.trainer.total_steps:
+                raise KeyboardInterrupt  # stopped: an earlier finish is not this one
             self.records.record("GRPO", settings)
         else:
             self._reuse("GRPO", settings, self.out / "grpo", "eval")
             self.console.print(f"GRPO already finished: {done['checkpoint']}")
         return str(done["checkpoint"])
+
+    def grpo_steps_added(self, settings: dict[str, Any]) -> tuple[int, int] | None:
+        """(steps run, steps asked) when the finished GRPO stage differs from `settings` only
+        by a larger `trainer.total_steps`: the stage continues rather than being refused, so
+        "more steps" is the same command with one number changed. Fewer steps, or any other
+        change, is refused as before."""
+        found = self.records.differences("GRPO", settings)
+        if found is None:
+            return None
+        changes, added = found
+        key = "grpo.trainer.total_steps"
+        if added or set(changes) != {key}:
+            return None
+        ran, asked = changes[key]
+        return (ran, asked) if asked > ran else None
 
     def train_rft(self, start: str) -> str | None:
         """The RFT baseline's checkpoint: SFT continued from `start` on the episodes the SFT

@@ -39,12 +39,10 @@ class StageRecords:
     ) -> bool:
         """Before reusing a finished stage: refuse when it ran with other settings. False when
         the stage has no record (a folder from before records were kept): reused as it is."""
-        recorded = self.records.get(stage)
-        if recorded is None:
+        found = self.differences(stage, settings)
+        if found is None:
             return False
-        settings = json.loads(json.dumps(dict(settings), default=str))
-        changes = config_changes(recorded, dict(settings))
-        added = _keys(settings) - _keys(recorded)
+        changes, added = found
         if changes or added:
             listed = describe_changes(changes) or ""
             if added:
@@ -55,6 +53,17 @@ class StageRecords:
                 "again with the new settings, or choose another run.out_dir"
             )
         return True
+
+    def differences(
+        self, stage: str, settings: Mapping[str, Any]
+    ) -> tuple[dict[str, tuple[Any, Any]], set[str]] | None:
+        """How `settings` differ from the stage's record: changed keys as (recorded, asked),
+        and keys the record lacks. None when the stage has no record."""
+        recorded = self.records.get(stage)
+        if recorded is None:
+            return None
+        settings = json.loads(json.dumps(dict(settings), default=str))
+        return config_changes(recorded, settings), _keys(settings) - _keys(recorded)
 
     def record(self, stage: str, settings: Mapping[str, Any]) -> None:
         """Record a stage that just finished (written at once, atomically)."""
