@@ -94,3 +94,23 @@ def test_a_run_with_oracle_starts_shows_success_from_scratch_and_the_oracles_tur
         assert turns == {"num_turns/mean", "rollout/oracle_turns"}
     finally:
         plt.close(figure)
+
+
+def test_informative_groups_by_difficulty_class_get_a_panel_when_the_env_names_classes():
+    """A run whose signal comes only from depth-1 goals shows it: a line per class."""
+    classed = rows(0.0)
+    for row, deep in zip(classed, (0, 1, 3), strict=True):
+        row["rollout/stratum/depth_1/informative_groups"] = 4
+        row["rollout/stratum/depth_2/informative_groups"] = deep
+    figure, plain = training_figure(classed), training_figure(rows(0.0))
+    try:
+        lines = panels(figure)["informative groups by class"].get_lines()
+        assert [line.get_label() for line in lines] == [
+            "rollout/stratum/depth_1/informative_groups",
+            "rollout/stratum/depth_2/informative_groups",
+        ]
+        assert list(lines[1].get_ydata()) == [0, 1, 3]
+        assert "informative groups by class" not in panels(plain)
+    finally:
+        plt.close(figure)
+        plt.close(plain)

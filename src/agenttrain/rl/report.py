@@ -61,6 +61,7 @@ def _series(rows: list[dict[str, float]], key: str) -> tuple[list[float], list[f
 
 
 ACTIONS_PANEL = "actions per episode"
+CLASSES_PANEL = "informative groups by class"
 COLUMNS = 4
 
 
@@ -68,11 +69,24 @@ def shown_panels(rows: list[dict[str, float]]) -> list[tuple[str, tuple[str, ...
     """The panels with something to show: a panel whose metrics are all absent or zero (KL
     when no KL term is used) is left out rather than drawn flat. Where the environment
     declares action verbs, their counts per episode get a panel after the reward's, so a
-    policy that stops crafting shows at a glance."""
+    policy that stops crafting shows at a glance; where it names difficulty classes, the
+    informative groups of each class get one, so a signal that comes from easy goals only
+    shows too."""
     verbs = tuple(
         sorted({key for row in rows for key in row if key.startswith("rollout/actions/")})
     )
-    candidates = [PANELS[0], (ACTIONS_PANEL, verbs), *PANELS[1:]]
+    classes = tuple(
+        sorted(
+            {
+                key
+                for row in rows
+                for key in row
+                if key.startswith(STRATUM_PREFIX) and key.endswith("/informative_groups")
+            },
+            key=lambda key: (len(key), key),  # depth_2 before depth_10
+        )
+    )
+    candidates = [PANELS[0], (ACTIONS_PANEL, verbs), (CLASSES_PANEL, classes), *PANELS[1:]]
     return [
         (title, keys)
         for title, keys in candidates
