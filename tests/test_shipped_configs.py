@@ -60,7 +60,7 @@ MEASURED_ARMS = {
     "textcraft_recipe_quoted.yaml": ((0.5, "both", True, False), [], 96),
     "textcraft_recipe_screened.yaml": (
         (0.5, "both", True, True),
-        ["rollout.max_new_tokens=160", "data.task_sampling=frontier"],
+        ["rollout.max_new_tokens=160", "data.task_sampling=frontier", "trainer.total_steps=8"],
         160,
     ),
 }
