@@ -76,15 +76,8 @@ def shown_panels(rows: list[dict[str, float]]) -> list[tuple[str, tuple[str, ...
         sorted({key for row in rows for key in row if key.startswith("rollout/actions/")})
     )
     classes = tuple(
-        sorted(
-            {
-                key
-                for row in rows
-                for key in row
-                if key.startswith(STRATUM_PREFIX) and key.endswith("/informative_groups")
-            },
-            key=lambda key: (len(key), key),  # depth_2 before depth_10
-        )
+        f"{STRATUM_PREFIX}{label}/informative_groups"
+        for label in logged_classes(rows, "informative_groups")
     )
     candidates = [PANELS[0], (ACTIONS_PANEL, verbs), (CLASSES_PANEL, classes), *PANELS[1:]]
     return [
@@ -175,15 +168,7 @@ def step_table(rows: Sequence[dict[str, float]]) -> list[str]:
     if not rows:
         return []
     columns = [(title, key, number) for title, key, number in STEP_COLUMNS if _logged(rows, key)]
-    strata = sorted(
-        {
-            key.removeprefix(STRATUM_PREFIX).removesuffix("/groups")
-            for row in rows
-            for key in row
-            if key.startswith(STRATUM_PREFIX) and key.endswith("/groups")
-        },
-        key=lambda label: (len(label), label),  # depth_2 before depth_10
-    )
+    strata = logged_classes(rows, "groups")
     titles = ["step", *(title for title, _, _ in columns)]
     titles += [f"{label.replace('_', ' ')}: informative / solved / groups" for label in strata]
     lines = ["| " + " | ".join(titles) + " |", "|---" * len(titles) + "|"]
@@ -193,6 +178,19 @@ def step_table(rows: Sequence[dict[str, float]]) -> list[str]:
         cells += [_stratum_cell(row, label) for label in strata]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def logged_classes(rows: Sequence[dict[str, float]], count: str) -> list[str]:
+    """The difficulty classes (`depth_2`) with a `rollout/stratum/<class>/<count>` metric in
+    some row, depth_2 before depth_10."""
+    suffix = f"/{count}"
+    found = {
+        key.removeprefix(STRATUM_PREFIX).removesuffix(suffix)
+        for row in rows
+        for key in row
+        if key.startswith(STRATUM_PREFIX) and key.endswith(suffix)
+    }
+    return sorted(found, key=lambda label: (len(label), label))
 
 
 def _logged(rows: Sequence[dict[str, float]], key: str) -> bool:
