@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from agenttrain import config as config_io
 from agenttrain.recipe import Recipe, RecipeConfig
@@ -33,26 +34,52 @@ def test_a_shipped_config_is_valid(path, tmp_path):
         Recipe(config)  # reads and checks both stage configs with the recipe's overrides
 
 
-def test_the_gpu_recipe_trains_and_evaluates_on_cuda(tmp_path):
-    path = Path(__file__).parents[1] / "configs" / "textcraft_recipe_gpu.yaml"
-    recipe = Recipe(config_io.load(RecipeConfig, path, [f"run.out_dir={tmp_path}"]))
+def recipe_from(name: str, tmp_path: Path) -> Recipe:
+    path = Path(__file__).parents[1] / "configs" / name
+    return Recipe(config_io.load(RecipeConfig, path, [f"run.out_dir={tmp_path}"]))
+
+
+def same_but(ours: BaseModel, measured: BaseModel, *device_settings: str) -> bool:
+    """Equal settings apart from those that only size the work for the device."""
+    skip = set(device_settings)
+    return ours.model_dump(exclude=skip) == measured.model_dump(exclude=skip)
+
+
+def test_the_gpu_recipe_trains_screens_and_evaluates_on_cuda(tmp_path):
+    recipe = recipe_from("textcraft_recipe_gpu.yaml", tmp_path)
     assert recipe.sft_config.model.device == "cuda"
     grpo = config_io.load(TrainConfig, recipe.config.grpo.config, recipe.grpo_overrides)
     assert grpo.model.device == "cuda" and grpo.model.decode == "auto"
-    # its evaluations fill the card's larger decode buckets, not the CPU's 32 rows
+    # its evaluations and its screening fill the card's larger decode buckets, not 32 rows
     assert recipe.eval_config(["m"]).rollout.max_in_flight == 128
+    screening = recipe.training_play("m", "train", [0], 1, 0.8, grpo.rollout)
+    assert screening.device == "cuda" and screening.rollout.max_in_flight == 128
 
 
-def test_the_gpu_recipe_carries_the_best_cpu_measured_levers(tmp_path):
-    """Recovery demonstrations (crafts and gets) that quote their recipes, all of them, then
-    GRPO on depth-1 and depth-2 goals: +10.0 points over its SFT (docs/results.md, #26)."""
-    path = Path(__file__).parents[1] / "configs" / "textcraft_recipe_gpu.yaml"
-    recipe = Recipe(config_io.load(RecipeConfig, path, [f"run.out_dir={tmp_path}"]))
-    demos = recipe.config.demos
-    assert demos.recovery == 0.5 and demos.recovery_from == "both" and demos.quote_recipes
-    assert recipe.sft_config.data.limit is None
-    grpo = config_io.load(TrainConfig, recipe.config.grpo.config, recipe.grpo_overrides)
-    assert grpo.env.task_strata == ["depth 1", "depth 2"] and grpo.sampling.temperature == 0.8
+def test_the_gpu_recipe_runs_more_of_the_screened_recipes_steps(tmp_path):
+    """The GPU recipe is the best CPU-measured arm (configs/textcraft_recipe_screened.yaml,
+    +7.9 pooled, docs/results.md, #26) with more steps: same demonstrations, SFT data,
+    screening, and the same GRPO step. A drift would make its table a new, unmeasured arm."""
+    gpu = recipe_from("textcraft_recipe_gpu.yaml", tmp_path / "gpu")
+    cpu = recipe_from("textcraft_recipe_screened.yaml", tmp_path / "cpu")
+    assert gpu.config.demos == cpu.config.demos and gpu.config.screen == cpu.config.screen
+    assert same_but(gpu.sft_config.data, cpu.sft_config.data, "train")  # each its own folder
+    assert same_but(gpu.sft_config.optim, cpu.sft_config.optim, "micro_batch_tokens")
+    assert same_but(gpu.sft_config.model, cpu.sft_config.model, "device")
+    screened = tmp_path / "screen.jsonl"
+    ours, measured = gpu.grpo_stage_config("m", screened), cpu.grpo_stage_config("m", screened)
+    for part in ("env", "rollout", "sampling", "data", "algorithm", "reward"):
+        assert getattr(ours, part) == getattr(measured, part), part
+    assert same_but(ours.actor, measured.actor, "micro_batch_tokens", "packing")
+    assert same_but(ours.model, measured.model, "device")
+    assert (ours.trainer.total_steps, measured.trainer.total_steps) == (24, 8)
+    evaluation, cpu_evaluation = gpu.eval_config(["m"]), cpu.eval_config(["m"])
+    assert evaluation.rollout.max_new_tokens == cpu_evaluation.rollout.max_new_tokens == 160
+    assert (evaluation.n, evaluation.tasks, evaluation.temperature) == (
+        cpu_evaluation.n,
+        cpu_evaluation.tasks,
+        cpu_evaluation.temperature,
+    )
 
 
 MEASURED_ARMS = {

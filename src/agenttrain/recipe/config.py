@@ -79,8 +79,9 @@ class RecipeEval(Section):
     max_turns: int | None = Field(None, ge=1)
     max_new_tokens: int = Field(96, ge=1)
     concurrency: int = Field(32, ge=1)
-    """Episodes played at once (`agenttrain eval --concurrency`). A GPU decodes 128 rows
-    about as fast per step as 32, so the GPU recipe raises it."""
+    """Episodes played at once (`agenttrain eval --concurrency`), here and in screening and
+    RFT's sampling. A GPU decodes 128 rows about as fast per step as 32, so the GPU recipe
+    raises it."""
 
 
 class RFTStage(Section):

@@ -296,7 +296,7 @@ class Recipe(RecipeReport):
         rollout: RolloutConfig,
     ) -> EvalConfig:
         """`model` playing training tasks (RFT's samples, screening): the recipe's environment,
-        action format, seed and device."""
+        action format, seed, device and episodes at once (`eval.concurrency`)."""
         return EvalConfig(
             env=self.config.demos.env,
             split=split,
@@ -305,7 +305,12 @@ class Recipe(RecipeReport):
             n=n,
             seeds=[self.config.run.seed],
             temperature=temperature,
-            rollout=rollout.model_copy(update={"action_format": self.config.demos.action_format}),
+            rollout=rollout.model_copy(
+                update={
+                    "action_format": self.config.demos.action_format,
+                    "max_in_flight": self.config.eval.concurrency,
+                }
+            ),
             device=self.sft_config.model.device,
         )
 
