@@ -346,3 +346,85 @@ def test_each_fresh_row_copies_from_the_earlier_row_sharing_the_longest_prefix(
     expected = {i: reference(i) for i in range(len(prompts)) if reference(i) is not None}
     assert decoder._prompt_leaders(work) == expected
     assert expected[1] == (0, 39) and expected[3] == (0, 30) and 5 not in expected
+
+
+class Trickle:
+    """A request stream whose request i becomes available at the decoder's (i + 1)-th look,
+    so later rows join while earlier ones are still decoding (continuous batching)."""
+
+    def __init__(self, requests):
+        self.waiting = list(enumerate(requests))
+        self.looks = 0
+        self.done = {}
+
+    def take(self, limit):
+        self.looks += 1
+        ready = [item for item in self.waiting if item[0] < self.looks][:limit]
+        self.waiting = [item for item in self.waiting if item not in ready]
+        return [(request, index) for index, request in ready]
+
+    def deliver(self, handle, generation):
+        assert handle not in self.done, "delivered twice"
+        self.done[handle] = generation
+
+
+@pytest.mark.parametrize("slots", [32, 2])
+def test_rows_that_join_mid_decode_sample_what_a_fixed_batch_samples(tiny_model, tokenizer, slots):
+    """Continuous batching changes when a row runs, never what it samples: a seeded row
+    gets the same tokens and log-probs as in a fixed batch, exact against a forward pass;
+    with fewer slots than requests the rest wait for rows to leave."""
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny", cache_slots=slots)
+    prompts = prompts_for(policy, 5)
+    lengths = [5, 14, 9, 20, 7]  # rows finish at different steps
+    requests = [
+        GenerationRequest(p, key=f"e{i}", max_new_tokens=n, seed=i)
+        for i, (p, n) in enumerate(zip(prompts, lengths, strict=True))
+    ]
+    params = SamplingParams(temperature=1.0, max_new_tokens=32)
+    trickle = Trickle(requests)
+    policy.generate_stream(trickle, params)
+    fixed = HFPolicy(tiny_model, tokenizer, name="tiny").generate(requests, params)
+    assert sorted(trickle.done) == list(range(5))
+    if slots > 2:
+        assert policy.decoder.stats["joined_rows"] >= 3
+    for index, expected in enumerate(fixed):
+        got = trickle.done[index]
+        assert len(got.token_ids) == lengths[index] and got.finish_reason == "length"
+        assert got.token_ids == expected.token_ids
+        assert torch.allclose(
+            torch.tensor(got.logprobs), torch.tensor(expected.logprobs), atol=1e-5
+        )
+        exact = forward_logprobs(tiny_model, prompts[index], got.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(got.logprobs), exact, atol=1e-4)
+
+
+def test_a_second_turn_that_joins_mid_decode_reuses_its_episode_cache(tiny_model, tokenizer):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+    params = SamplingParams(max_new_tokens=6)
+    prompts = [prompts_for(policy, 1)[0], list(range(100, 130))]  # nothing shared
+    first = policy.generate([GenerationRequest(prompts[0], "a", seed=1)], params)[0]
+    turn2 = prompts[0] + first.token_ids + policy.template.user_turn_ids("observation")
+    stats = policy.decoder.stats
+    before = stats["prefill_tokens"]
+    trickle = Trickle(
+        [
+            GenerationRequest(prompts[1], "b", max_new_tokens=20, seed=2),
+            GenerationRequest(turn2, "a", max_new_tokens=6, seed=3),
+        ]
+    )
+    policy.generate_stream(trickle, params)
+    assert stats["joined_rows"] == 1
+    # b's prompt ran whole; episode a ran only its new tokens: the observation and the last
+    # token it sampled in turn 1
+    new_tokens = len(turn2) - (len(prompts[0]) + len(first.token_ids) - 1)
+    assert stats["prefill_tokens"] - before == len(prompts[1]) + new_tokens
+    exact = forward_logprobs(tiny_model, turn2, trickle.done[1].token_ids, 1.0)
+    assert torch.allclose(torch.tensor(trickle.done[1].logprobs), exact, atol=1e-4)
+
+
+def test_only_the_arena_decoder_streams(tiny_model, tokenizer):
+    assert HFPolicy(tiny_model, tokenizer, name="tiny").streams
+    graph = HFPolicy(tiny_model, tokenizer, name="tiny", decode="graph")
+    assert not graph.streams
+    with pytest.raises(TypeError, match="fixed batches"):
+        graph.generate_stream(Trickle([]), SamplingParams())

@@ -160,7 +160,64 @@ def test_generation_is_batched_across_episodes(tiny_model, tokenizer):
         max_new_tokens=6,
     )
     assert all(t.num_turns == 3 for t in trajectories)
-    assert engine.stats["generate_calls"] == 3  # one batched call per turn, not one per episode
+    # one decoding batch for every turn of every episode: later turns join it, and no
+    # episode waits for a call of its own (it was one call per turn before streaming)
+    assert engine.stats["generate_calls"] < 3
+
+
+class FixedBatches(HFPolicy):
+    """The same policy decoding one fixed batch per call, as before continuous batching."""
+
+    streams = False
+
+
+def test_continuous_batching_plays_the_episodes_a_fixed_batch_plays(tiny_model, tokenizer):
+    """Streaming changes when a turn decodes, not what it samples: the same episodes, token
+    for token, as fixed batches, with turns of different lengths (the context limit cuts
+    some replies short). Whether a turn joins mid-decode here depends on thread timing;
+    tests/policy/test_decoder.py makes rows join at chosen steps."""
+    requests = [EpisodeRequest(t, str(t), seed=t) for t in range(6)]
+    settings = {"action_format": "raw", "max_turns": 3, "max_new_tokens": 24, "max_context": 600}
+    streaming = HFPolicy(tiny_model, tokenizer, name="tiny")
+    _, streamed = run(streaming, requests, **settings)
+    _, fixed = run(FixedBatches(tiny_model, tokenizer, name="tiny"), requests, **settings)
+    assert len({len(t.response_ids) for t in fixed}) > 1  # episodes of different lengths
+    for ours, theirs in zip(streamed, fixed, strict=True):
+        assert (ours.task_id, ours.finish_reason) == (theirs.task_id, theirs.finish_reason)
+        assert ours.response_ids == theirs.response_ids
+        assert ours.response_mask == theirs.response_mask
+        assert torch.allclose(torch.tensor(ours.logprobs), torch.tensor(theirs.logprobs), atol=1e-5)
+
+
+class BrokenStream(FixedBatches):
+    """Delivers the first request it is ever given; then its decoder fails, every call."""
+
+    streams = True
+    delivered = False
+
+    def generate_stream(self, stream, sampling):
+        if not self.delivered:
+            self.delivered = True
+            request, handle = stream.take(1)[0]
+            stream.deliver(handle, self.generate([request], sampling)[0])
+        stream.take(8)
+        raise RuntimeError("decoder broke")
+
+
+def test_a_failing_stream_ends_its_episodes_with_the_error_not_a_hang(tiny_model, tokenizer):
+    policy = BrokenStream(tiny_model, tokenizer, name="tiny")
+    engine = RolloutEngine(
+        policy,
+        TEXTCRAFT,
+        lambda: make_env("textcraft"),
+        RolloutConfig(action_format="raw", max_turns=3, max_new_tokens=4),
+        SamplingParams(),
+    )
+    requests = [EpisodeRequest(t, str(t), seed=t) for t in range(4)]
+    trajectories = asyncio.run(asyncio.wait_for(engine.run(requests), timeout=120))
+    assert [t.finish_reason for t in trajectories] == ["agent_error"] * 4
+    assert all(t.error == "RuntimeError: decoder broke" for t in trajectories)
+    assert sorted(t.num_turns for t in trajectories) == [0, 0, 0, 1]  # the delivered turn
 
 
 class BrokenEnv(LocalEnvironment):

@@ -95,6 +95,33 @@ class Policy(Protocol):
         ...
 
 
+class RequestStream(Protocol):
+    """Requests that arrive while a batch is decoding (continuous batching): a policy that
+    streams (`generate_stream`) takes them between decode steps and hands each result back
+    as soon as its row finishes, so an episode plays its next turn while the rest decode."""
+
+    def take(self, limit: int) -> list[tuple[GenerationRequest, Any]]:
+        """Up to `limit` waiting requests with their handles (never blocks; [] when none)."""
+        ...
+
+    def deliver(self, handle: Any, generation: Generation) -> None:
+        """The finished result of the request taken with `handle`."""
+        ...
+
+
+@runtime_checkable
+class StreamingPolicy(Policy, Protocol):
+    """A policy whose batch stays open: rows join and leave between decode steps."""
+
+    streams: bool
+    """False where this policy's decoder cannot stream (then the engine calls `generate`)."""
+
+    def generate_stream(self, stream: RequestStream, sampling: SamplingParams) -> None:
+        """Decode what `stream` hands over until no row is live and none is waiting;
+        blocking (the engine runs it in a thread)."""
+        ...
+
+
 @runtime_checkable
 class ChatBackend(Protocol):
     """A backend that only speaks chat messages (OpenAI-compatible APIs, oracles)."""

@@ -18,13 +18,15 @@ measured slower, while bf16 weight matmuls are twice as fast.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from agenttrain.policy.base import Generation, GenerationRequest, SamplingParams
+from agenttrain.policy.base import Generation, GenerationRequest, RequestStream, SamplingParams
 from agenttrain.policy.sampling import sample
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
@@ -37,6 +39,9 @@ MIN_SHARED_PREFIX = 16
 """Prompts sharing at least this many leading tokens compute them once (copied, not re-run)."""
 MIN_SHARED_ATTENTION = 64
 """Decode steps attend a prefix shared by every row once when it is at least this long."""
+JOIN_EVERY = 4
+"""Decode steps between looks for arrived requests while rows are live: each join is a
+prefill pass of its own, so requests that arrive a few steps apart are run together."""
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -202,9 +207,29 @@ class _Work:
     """Prompt tokens not yet in the row's cache."""
     limit: int
     generator: torch.Generator | None
+    handle: Any = None
+    """Where the result goes (`RequestStream.deliver`)."""
     generated: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    finished: bool = False
+
+
+class _FixedBatch:
+    """A `RequestStream` over a fixed list: `generate`'s batch, results in request order
+    (more requests than slots join as earlier rows finish)."""
+
+    def __init__(self, requests: Sequence[GenerationRequest]) -> None:
+        self.waiting = list(enumerate(requests))
+        self.done: dict[int, Generation] = {}
+
+    def take(self, limit: int) -> list[tuple[GenerationRequest, Any]]:
+        taken, self.waiting = self.waiting[:limit], self.waiting[limit:]
+        return [(request, index) for index, request in taken]
+
+    def deliver(self, handle: Any, generation: Generation) -> None:
+        self.done[handle] = generation
+
+    def results(self) -> list[Generation]:
+        return [self.done[index] for index in range(len(self.done))]
 
 
 class _PaddedRows:
@@ -273,12 +298,21 @@ class LlamaFamilyDecoder:
         per row. Per-row calls waste no arithmetic, which is what counts on a CPU; on a GPU
         the launches are what counts."""
         self.prefill_tokens = DEVICE_PREFILL_TOKENS if self.batched_rows else PREFILL_TOKENS
+        self._slots_lock = threading.Lock()
+        """Slot bookkeeping (which episode owns which slot): a streaming call plans rows in
+        its thread while episodes that ended release their slots from the engine's."""
         self.shared_prefix = 0
         """Columns [0, shared_prefix) hold the same tokens in every row of the current call:
         decode steps attend them once for all rows (set per call, 0 = off)."""
-        self.stats = {"prefill_tokens": 0, "copied_prefix_tokens": 0, "shared_attention_steps": 0}
+        self.stats = {
+            "prefill_tokens": 0,
+            "copied_prefix_tokens": 0,
+            "shared_attention_steps": 0,
+            "joined_rows": 0,
+        }
         """Counters a benchmark or test can read: prompt tokens run through the model, prompt
-        tokens copied from another row instead, decode steps that attended a shared prefix."""
+        tokens copied from another row instead, decode steps that attended a shared prefix,
+        rows that joined a batch while others were decoding (continuous batching)."""
 
     # -- the forward pass ---------------------------------------------------------------
 
@@ -513,46 +547,92 @@ class LlamaFamilyDecoder:
     def _generate(
         self, requests: Sequence[GenerationRequest], params: SamplingParams
     ) -> list[Generation]:
-        busy: set[int] = set()
-        work = [self._plan(request, params, busy) for request in requests]
-        hidden = self._prefill(work)
-        self.shared_prefix = self._common_prefix([w.slot for w in work])
+        batch = _FixedBatch(requests)
+        self.stream(batch, params)
+        return batch.results()
+
+    def stream(self, stream: RequestStream, params: SamplingParams) -> None:
+        """Continuous batching: decode the rows `stream` hands over, take arrivals between
+        steps (prefilled together, then decoding with the rest), and deliver each row as soon
+        as it finishes, until no row is live and none is waiting. A row's tokens do not depend
+        on the rows beside it when its request carries a seed."""
+        live: list[_Work] = []
+        hidden = torch.empty(0)
+        steps_since_join = JOIN_EVERY
         try:
             while True:
-                live = [w for w in work if not w.finished]
-                tokens, logprobs = sample(
-                    self.head(hidden).float(), params, [w.generator for w in live]
-                )
-                for item, token, logprob in zip(live, tokens, logprobs, strict=True):
-                    item.generated.append(token)
-                    item.logprobs.append(logprob)
-                    item.finished = token in self.stop_ids or len(item.generated) >= item.limit
-                live = [w for w in live if not w.finished]
+                if steps_since_join >= JOIN_EVERY or not live:
+                    arrived = stream.take(self.arena.max_slots - len(live))
+                    if arrived:
+                        joined, state = self._join(arrived, live, params)
+                        if live:
+                            self.stats["joined_rows"] += len(joined)
+                        hidden = torch.cat([hidden, state]) if live else state
+                        live += joined
+                        self.shared_prefix = self._common_prefix([w.slot for w in live])
+                        steps_since_join = 0
                 if not live:
-                    break
-                if self.shared_prefix:
-                    self.stats["shared_attention_steps"] += 1
-                hidden = self.forward([w.slot for w in live], [[w.generated[-1]] for w in live])
+                    return
+                live = self._sample_step(live, hidden, params, stream)
+                if live:
+                    if self.shared_prefix:
+                        self.stats["shared_attention_steps"] += 1
+                    hidden = self.forward([w.slot for w in live], [[w.generated[-1]] for w in live])
+                    steps_since_join += 1
         finally:
             self.shared_prefix = 0
-            for item in work:
-                if item.request.key is None:
-                    self.arena.release(item.slot)
-        return [
-            Generation(
-                w.generated, w.logprobs, "stop" if w.generated[-1] in self.stop_ids else "length"
-            )
-            for w in work
-        ]
+            for item in live:
+                self._free(item)
+
+    def _join(
+        self,
+        arrived: list[tuple[GenerationRequest, Any]],
+        live: list[_Work],
+        params: SamplingParams,
+    ) -> tuple[list[_Work], torch.Tensor]:
+        """Rows for the arrived requests, prefilled: (rows, hidden state after each prompt)."""
+        busy = {item.slot for item in live}
+        joined = []
+        with self._slots_lock:
+            for request, handle in arrived:
+                item = self._plan(request, params, busy)
+                item.handle = handle
+                joined.append(item)
+        return joined, self._prefill(joined)
+
+    def _sample_step(
+        self, live: list[_Work], hidden: torch.Tensor, params: SamplingParams, stream: RequestStream
+    ) -> list[_Work]:
+        """Sample each live row's next token; deliver the rows that finish. Returns the rest."""
+        tokens, logprobs = sample(self.head(hidden).float(), params, [w.generator for w in live])
+        going = []
+        for item, token, logprob in zip(live, tokens, logprobs, strict=True):
+            item.generated.append(token)
+            item.logprobs.append(logprob)
+            if token in self.stop_ids or len(item.generated) >= item.limit:
+                self._free(item)
+                reason = "stop" if token in self.stop_ids else "length"
+                stream.deliver(item.handle, Generation(item.generated, item.logprobs, reason))
+            else:
+                going.append(item)
+        return going
+
+    def _free(self, item: _Work) -> None:
+        """A row leaves: its slot is free again unless its episode keeps it for later turns."""
+        if item.request.key is None:
+            with self._slots_lock:
+                self.arena.release(item.slot)
 
     def release(self, key: str) -> None:
-        slot = self.arena.slot_of.get(key)
-        if slot is not None:
-            self.arena.release(slot)
+        with self._slots_lock:  # an episode may end while a stream plans other rows
+            slot = self.arena.slot_of.get(key)
+            if slot is not None:
+                self.arena.release(slot)
 
     def clear(self) -> None:
-        for slot in range(self.arena.slots):
-            self.arena.release(slot)
+        with self._slots_lock:
+            for slot in range(self.arena.slots):
+                self.arena.release(slot)
 
     def _plan(self, request: GenerationRequest, params: SamplingParams, busy: set[int]) -> _Work:
         """The slot to extend: the episode's own, else a fresh one seeded with the longest

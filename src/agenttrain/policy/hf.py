@@ -9,15 +9,16 @@ every update.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
-from agenttrain.policy.base import Generation, GenerationRequest, SamplingParams
+from agenttrain.policy.base import Generation, GenerationRequest, RequestStream, SamplingParams
 from agenttrain.policy.chat import ChatTemplate
 from agenttrain.policy.decoder import LlamaFamilyDecoder, supports
 from agenttrain.policy.generic import GenericDecoder
@@ -117,10 +118,28 @@ class HFPolicy:
     ) -> list[Generation]:
         if not requests:
             return []
-        training = self.generator_model.training
-        self.generator_model.eval()  # no dropout while sampling, even when shared with training
-        try:
+        with self._sampling_mode():
             return self.decoder.generate(requests, sampling)
+
+    @property
+    def streams(self) -> bool:
+        """Continuous batching (`generate_stream`): the arena decoder's; the graph path and
+        models outside the Llama family decode fixed batches."""
+        return type(self.decoder) is LlamaFamilyDecoder
+
+    def generate_stream(self, stream: RequestStream, sampling: SamplingParams) -> None:
+        if not self.streams:
+            raise TypeError(f"{type(self.decoder).__name__} decodes fixed batches only")
+        with self._sampling_mode():
+            self.decoder.stream(stream, sampling)
+
+    @contextlib.contextmanager
+    def _sampling_mode(self) -> Iterator[None]:
+        """No dropout while sampling, even when the generation model is the trained one."""
+        training = self.generator_model.training
+        self.generator_model.eval()
+        try:
+            yield
         finally:
             self.generator_model.train(training)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -47,6 +48,7 @@ from agenttrain.policy.base import (
     Policy,
     PolicyError,
     SamplingParams,
+    StreamingPolicy,
 )
 from agenttrain.rollout.trajectory import FinishReason, Trajectory, Turn
 from agenttrain.rollout.turns import EpisodeTurns, TurnRules
@@ -118,6 +120,46 @@ def derive_seed(*parts: Any) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
+_Queued = tuple[GenerationRequest, "asyncio.Future[Generation]"]
+
+
+class _Arrivals:
+    """The engine's request queue as a `RequestStream`, read from the policy's thread;
+    results go back to the event loop's thread."""
+
+    def __init__(
+        self, take: Callable[[int], list[_Queued]], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._take = take
+        self._loop = loop
+        self._open: set[asyncio.Future[Generation]] = set()
+        self._lock = threading.Lock()
+
+    def take(self, limit: int) -> list[_Queued]:
+        taken = self._take(limit)
+        with self._lock:
+            self._open.update(future for _, future in taken)
+        return taken
+
+    def deliver(self, handle: asyncio.Future[Generation], generation: Generation) -> None:
+        with self._lock:
+            self._open.discard(handle)
+        self._loop.call_soon_threadsafe(_settle, handle, generation)
+
+    def fail(self, failure: Exception) -> None:
+        """The stream raised: every request it took and did not finish fails with it."""
+        with self._lock:
+            unfinished, self._open = self._open, set()
+        for future in unfinished:
+            if not future.done():
+                future.set_exception(failure)
+
+
+def _settle(future: asyncio.Future[Generation], generation: Generation) -> None:
+    if not future.done():  # its episode may have been cancelled meanwhile
+        future.set_result(generation)
+
+
 class RolloutEngine:
     def __init__(
         self,
@@ -142,7 +184,8 @@ class RolloutEngine:
         """None for text-only backends: their episodes carry text, no token ids."""
         self.start = conversation_start(spec, self.format, config.prompt_style)
         self.stats = {"generate_s": 0.0, "generate_calls": 0, "env_s": 0.0, "generated_tokens": 0}
-        self._queue: list[tuple[GenerationRequest, asyncio.Future[Generation]]] = []
+        self._queue: list[_Queued] = []
+        self._queue_lock = threading.Lock()
         self._wakeup: asyncio.Event | None = None
         self._live = 0
         self._oracle: OracleExpert | None = None
@@ -385,14 +428,20 @@ class RolloutEngine:
 
     async def _generate(self, request: GenerationRequest) -> Generation:
         future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-        self._queue.append((request, future))
+        with self._queue_lock:
+            self._queue.append((request, future))
         assert self._wakeup is not None
         self._wakeup.set()
         return await future
 
+    def _take(self, limit: int) -> list[_Queued]:
+        """Up to `limit` queued requests (the streaming policy calls this from its thread)."""
+        with self._queue_lock:
+            taken, self._queue = self._queue[:limit], self._queue[limit:]
+        return taken
+
     async def _batcher(self) -> None:
         assert self._wakeup is not None
-        policy = self.policy
         limit = self.config.max_in_flight
         while True:
             await self._wakeup.wait()
@@ -402,19 +451,35 @@ class RolloutEngine:
             deadline = time.perf_counter() + self.config.batch_wait_s
             while len(self._queue) < min(self._live, limit) and time.perf_counter() < deadline:
                 await asyncio.sleep(0.001)
-            batch, self._queue = self._queue[:limit], self._queue[limit:]
             started = time.perf_counter()
-            try:
-                results = await asyncio.to_thread(
-                    policy.generate, [request for request, _ in batch], self.sampling
-                )
-            except Exception as failure:
-                for _, future in batch:
-                    future.set_exception(failure)
+            if getattr(self.policy, "streams", False):
+                await self._stream()
             else:
-                for (_, future), result in zip(batch, results, strict=True):
-                    future.set_result(result)
+                await self._batch(self._take(limit))
             self.stats["generate_s"] += time.perf_counter() - started
             self.stats["generate_calls"] += 1
             if self._queue:
                 self._wakeup.set()
+
+    async def _batch(self, batch: list[_Queued]) -> None:
+        """One fixed batch: every request decodes to its end before any result comes back."""
+        try:
+            results = await asyncio.to_thread(
+                self.policy.generate, [request for request, _ in batch], self.sampling
+            )
+        except Exception as failure:
+            for _, future in batch:
+                future.set_exception(failure)
+        else:
+            for (_, future), result in zip(batch, results, strict=True):
+                future.set_result(result)
+
+    async def _stream(self) -> None:
+        """Continuous batching: the policy takes requests as they arrive and returns each
+        result as its row finishes, so an episode's next turn joins the batch still running."""
+        arrivals = _Arrivals(self._take, asyncio.get_running_loop())
+        policy: StreamingPolicy = self.policy  # type: ignore[assignment]
+        try:
+            await asyncio.to_thread(policy.generate_stream, arrivals, self.sampling)
+        except Exception as failure:
+            arrivals.fail(failure)

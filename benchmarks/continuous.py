@@ -1,0 +1,134 @@
+"""Continuous batching against fixed batches: one evaluation, run both ways in one process.
+
+Fixed batches: every turn of the episodes in flight decodes as one batch, and no result
+comes back until its longest row ends, so short replies wait for long ones and the next
+turns wait for the whole batch. Continuous: rows leave as they end, and an episode's next
+turn joins the batch that is still decoding (`policy/decoder.py`, `LlamaFamilyDecoder.stream`).
+
+The workload is an evaluation as `agenttrain eval` runs it (the checkpoint's recorded
+settings, TextCraft test tasks, ReAct, the given turn and token limits and temperature);
+the two ways alternate, `--repeats` times each, each into a folder of its own. Seeded
+requests sample the same tokens in any batch, so both ways should play the same episodes:
+the share that came out identical is reported (bf16 matmuls may round differently when
+the rows beside a row change, and one changed token changes the rest of its episode).
+
+Usage: python benchmarks/continuous.py --model runs/textcraft-recipe/sft [--tasks 0-39]
+       [-n 2] [--concurrency 32] [--repeats 1] [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from agenttrain.eval.runner import (
+    EvalConfig,
+    builtin_settings,
+    evaluate,
+    parse_ranges,
+    recorded_settings,
+)
+from agenttrain.policy.hf import HFPolicy
+from agenttrain.rollout import read_jsonl
+from agenttrain.rollout.engine import RolloutConfig
+
+
+def run_once(config: EvalConfig, streaming: bool) -> dict:
+    """One evaluation with continuous batching on or off; its time and episodes."""
+    HFPolicy.streams = property(lambda policy: streaming and _arena(policy))  # type: ignore[assignment]
+    with tempfile.TemporaryDirectory() as folder:
+        config = config.model_copy(update={"out": Path(folder)})
+        started = time.perf_counter()
+        [result] = evaluate(config)
+        seconds = time.perf_counter() - started
+        episodes = sorted(
+            read_jsonl(next(Path(folder).glob("*/episodes.jsonl"))),
+            key=lambda t: (t.task_id, t.seed, t.sample),
+        )
+    tokens = sum(t.generated_tokens for t in episodes)
+    return {
+        "continuous": streaming,
+        "seconds": round(seconds, 1),
+        "episodes": len(episodes),
+        "generated_tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 1),
+        "episodes_per_min": round(60 * len(episodes) / seconds, 2),
+        "success": round(result.summary["success_rate"], 4),
+        "_replies": [t.response_ids for t in episodes],
+    }
+
+
+def _arena(policy: HFPolicy) -> bool:
+    from agenttrain.policy.decoder import LlamaFamilyDecoder
+
+    return type(policy.decoder) is LlamaFamilyDecoder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--tasks", default="0-39", help="test-split positions")
+    parser.add_argument("-n", type=int, default=2, help="samples per task")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--max-turns", type=int, default=10)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--temperature", type=float, default=0.6)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "continuous.json"
+    )
+    args = parser.parse_args()
+
+    given = {"max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
+    settings = {**builtin_settings(), **recorded_settings([args.model], given), **given}
+    config = EvalConfig(
+        env=settings.pop("env"),
+        tasks=parse_ranges(args.tasks),
+        models=[args.model],
+        n=args.n,
+        temperature=args.temperature,
+        rollout=RolloutConfig(**settings, max_in_flight=args.concurrency),
+    )
+    runs = []
+    for _ in range(args.repeats):
+        for streaming in (False, True):
+            runs.append(run_once(config, streaming))
+            print(json.dumps({k: v for k, v in runs[-1].items() if not k.startswith("_")}))
+    fixed = [r for r in runs if not r["continuous"]]
+    ours = [r for r in runs if r["continuous"]]
+    same = sum(a == b for a, b in zip(fixed[0]["_replies"], ours[0]["_replies"], strict=True))
+    best = {
+        way: min(group, key=lambda r: r["seconds"])
+        for way, group in (("fixed", fixed), ("continuous", ours))
+    }
+    report = {
+        "benchmark": "continuous",
+        "model": args.model,
+        "workload": (
+            f"agenttrain eval on TextCraft test tasks {args.tasks} x {args.n}, "
+            f"{args.concurrency} in flight, up to {args.max_turns} turns of "
+            f"{args.max_new_tokens} new tokens, T {args.temperature}"
+        ),
+        "machine": {
+            "cpus": torch.get_num_threads(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+        "runs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in runs],
+        "identical_episodes": f"{same} of {len(ours[0]['_replies'])}",
+        "speedup_best_of_each": round(best["fixed"]["seconds"] / best["continuous"]["seconds"], 3),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps({k: report[k] for k in ("identical_episodes", "speedup_best_of_each")}))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
