@@ -391,3 +391,50 @@ def test_more_grpo_steps_continue_the_finished_stage_and_evaluate_its_new_checkp
     shorter = runner.invoke(app, _tiny_recipe(out, tiny_model_dir), env={"COLUMNS": "400"})
     assert shorter.exit_code == 2
     assert "total_steps 2 -> 1" in " ".join(shorter.output.split()), shorter.output
+
+
+@pytest.mark.slow  # two recipe processes
+def test_ctrl_c_in_the_recipes_evaluation_keeps_its_episodes_without_a_traceback(
+    tiny_model_dir, tmp_path
+):
+    """Ctrl-C while the recipe evaluates: the episodes that finished are kept, the message
+    says to run the same command again (no traceback), and that command finishes the rest."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "recipe"
+    command = [
+        sys.executable, "-m", "agenttrain", "recipe", "configs/textcraft_recipe.yaml",
+        f"run.out_dir={out}", "demos.tasks=[0,1,2,3]", "eval.tasks=0-39", "eval.n=1",
+        "eval.max_turns=4", "eval.max_new_tokens=16",
+        "sft.overrides=[eval.after_training=false,"
+        f"model.path={tiny_model_dir},optim.batch_tokens=2048,'trainer.loggers=[jsonl]']",
+        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
+        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
+        "'trainer.loggers=[jsonl]']",
+    ]  # fmt: skip
+    environment = {**os.environ, "COLUMNS": "300"}
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment
+    )
+    deadline = time.monotonic() + 400
+    while not any(len(p.read_text().splitlines()) >= 3 for p in out.glob("eval/*/*.partial.jsonl")):
+        assert process.poll() is None, process.stdout.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    output = " ".join(process.communicate(timeout=120)[0].split())
+    assert process.returncode == 130, output
+    assert "finished episodes are kept in" in output and "run the same command again" in output
+    assert "Traceback" not in output and "EvalStopped" not in output
+    again = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert {label: s["episodes"] for label, s in results["summaries"].items()} == {
+        "base": 40,
+        "SFT": 40,
+        "SFT+GRPO": 40,
+    }

@@ -138,6 +138,7 @@ def recipe(
 
     Example: agenttrain recipe configs/textcraft_recipe.yaml
     """
+    from agenttrain.eval.runner import EvalStopped
     from agenttrain.recipe import Recipe, load_recipe
     from agenttrain.run.runtime import RunFailed
 
@@ -148,6 +149,9 @@ def recipe(
         raise failure(problem) from None
     except RunFailed as failed:
         raise failure(failed, failed.exit_code, highlight=False) from None
+    except EvalStopped as stopped:  # in an evaluation or the screening: what finished is kept
+        console.print(f"[yellow]{stopped}[/]", highlight=False)
+        raise typer.Exit(stopped.exit_code) from None
     except KeyboardInterrupt:
         console.print("[yellow]stopped; run the same command again to continue[/]")
         raise typer.Exit(130) from None
