@@ -220,6 +220,19 @@ def test_a_failing_stream_ends_its_episodes_with_the_error_not_a_hang(tiny_model
     assert sorted(t.num_turns for t in trajectories) == [0, 0, 0, 1]  # the delivered turn
 
 
+def test_a_row_that_ends_after_ctrl_c_closed_the_loop_is_dropped_quietly():
+    """After Ctrl-C an evaluation closes its event loop while the decoder thread may still
+    finish rows; their results have nobody to go to, and must not raise in that thread."""
+    from agenttrain.rollout.engine import _Arrivals
+
+    loop = asyncio.new_event_loop()
+    future = loop.create_future()
+    arrivals = _Arrivals(lambda limit: [], loop)
+    loop.close()
+    arrivals.deliver(future, Generation([1], [0.0], "stop"))
+    assert not future.done()
+
+
 class BrokenEnv(LocalEnvironment):
     spec = EnvSpec(
         name="broken-test",

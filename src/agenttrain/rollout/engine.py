@@ -144,7 +144,9 @@ class _Arrivals:
     def deliver(self, handle: asyncio.Future[Generation], generation: Generation) -> None:
         with self._lock:
             self._open.discard(handle)
-        self._loop.call_soon_threadsafe(_settle, handle, generation)
+        # After Ctrl-C the loop may be closed while rows still decode: nobody waits for them.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(_settle, handle, generation)
 
     def fail(self, failure: Exception) -> None:
         """The stream raised: every request it took and did not finish fails with it."""
