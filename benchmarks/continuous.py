@@ -41,16 +41,20 @@ from agenttrain.rollout.engine import RolloutConfig
 
 def run_once(config: EvalConfig, streaming: bool) -> dict:
     """One evaluation with continuous batching on or off; its time and episodes."""
-    HFPolicy.streams = property(lambda policy: streaming and _arena(policy))  # type: ignore[assignment]
-    with tempfile.TemporaryDirectory() as folder:
-        config = config.model_copy(update={"out": Path(folder)})
-        started = time.perf_counter()
-        [result] = evaluate(config)
-        seconds = time.perf_counter() - started
-        episodes = sorted(
-            read_jsonl(next(Path(folder).glob("*/episodes.jsonl"))),
-            key=lambda t: (t.task_id, t.seed, t.sample),
-        )
+    policy_streams = HFPolicy.streams
+    HFPolicy.streams = property(lambda policy: streaming and policy_streams.fget(policy))  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            config = config.model_copy(update={"out": Path(folder)})
+            started = time.perf_counter()
+            [result] = evaluate(config)
+            seconds = time.perf_counter() - started
+            episodes = sorted(
+                read_jsonl(next(Path(folder).glob("*/episodes.jsonl"))),
+                key=lambda t: (t.task_id, t.seed, t.sample),
+            )
+    finally:
+        HFPolicy.streams = policy_streams  # type: ignore[method-assign]
     tokens = sum(t.generated_tokens for t in episodes)
     return {
         "continuous": streaming,
@@ -62,12 +66,6 @@ def run_once(config: EvalConfig, streaming: bool) -> dict:
         "success": round(result.summary["success_rate"], 4),
         "_replies": [t.response_ids for t in episodes],
     }
-
-
-def _arena(policy: HFPolicy) -> bool:
-    from agenttrain.policy.decoder import LlamaFamilyDecoder
-
-    return type(policy.decoder) is LlamaFamilyDecoder
 
 
 def main() -> None:
