@@ -150,19 +150,34 @@ def test_model_tokens_are_untouched_and_masks_and_logprobs_line_up(tiny_model, t
         assert trajectory.generated_tokens == sum(mask)
 
 
+def slow_textcraft():
+    """TextCraft whose steps take longer than a short decode, as a remote server's do."""
+    env = make_env("textcraft")
+    step = env.step
+
+    async def slow_step(action):
+        await asyncio.sleep(0.2)
+        return await step(action)
+
+    env.step = slow_step
+    return env
+
+
 def test_generation_is_batched_across_episodes(tiny_model, tokenizer):
     policy = HFPolicy(tiny_model, tokenizer, name="tiny")
     engine, trajectories = run(
         policy,
         [EpisodeRequest(t, str(t), seed=t) for t in range(8)],
+        factory=slow_textcraft,
         action_format="raw",
         max_turns=3,
         max_new_tokens=6,
     )
     assert all(t.num_turns == 3 for t in trajectories)
-    # one decoding batch for every turn of every episode: later turns join it, and no
-    # episode waits for a call of its own (it was one call per turn before streaming)
-    assert engine.stats["generate_calls"] < 3
+    # one decoding stream for every turn of every episode: later turns join it, and it
+    # waits out the environment steps instead of ending (it was one call per turn before
+    # streaming, and a call per turn whenever every row finished before an episode stepped)
+    assert engine.stats["generate_calls"] == 1
 
 
 class FixedBatches(HFPolicy):
@@ -171,16 +186,18 @@ class FixedBatches(HFPolicy):
     streams = False
 
 
-def test_continuous_batching_plays_the_episodes_a_fixed_batch_plays(tiny_model, tokenizer):
+@pytest.mark.parametrize("decode", ["arena", "graph"])
+def test_continuous_batching_plays_the_episodes_a_fixed_batch_plays(tiny_model, tokenizer, decode):
     """Streaming changes when a turn decodes, not what it samples: the same episodes, token
     for token, as fixed batches, with turns of different lengths (the context limit cuts
     some replies short). Whether a turn joins mid-decode here depends on thread timing;
     tests/policy/test_decoder.py makes rows join at chosen steps."""
     requests = [EpisodeRequest(t, str(t), seed=t) for t in range(6)]
     settings = {"action_format": "raw", "max_turns": 3, "max_new_tokens": 24, "max_context": 600}
-    streaming = HFPolicy(tiny_model, tokenizer, name="tiny")
+    streaming = HFPolicy(tiny_model, tokenizer, name="tiny", decode=decode)
     _, streamed = run(streaming, requests, **settings)
-    _, fixed = run(FixedBatches(tiny_model, tokenizer, name="tiny"), requests, **settings)
+    fixed_batches = FixedBatches(tiny_model, tokenizer, name="tiny", decode=decode)
+    _, fixed = run(fixed_batches, requests, **settings)
     assert len({len(t.response_ids) for t in fixed}) > 1  # episodes of different lengths
     for ours, theirs in zip(streamed, fixed, strict=True):
         assert (ours.task_id, ours.finish_reason) == (theirs.task_id, theirs.finish_reason)
@@ -218,6 +235,29 @@ def test_a_failing_stream_ends_its_episodes_with_the_error_not_a_hang(tiny_model
     assert [t.finish_reason for t in trajectories] == ["agent_error"] * 4
     assert all(t.error == "RuntimeError: decoder broke" for t in trajectories)
     assert sorted(t.num_turns for t in trajectories) == [0, 0, 0, 1]  # the delivered turn
+
+
+class DeadOnArrival(FixedBatches):
+    """A streaming policy whose decoder fails before it takes a single request."""
+
+    streams = True
+
+    def generate_stream(self, stream, sampling):
+        raise RuntimeError("no memory for the cache")
+
+
+def test_a_stream_that_fails_before_taking_anything_fails_the_queued_turns(tiny_model, tokenizer):
+    engine = RolloutEngine(
+        DeadOnArrival(tiny_model, tokenizer, name="tiny"),
+        TEXTCRAFT,
+        lambda: make_env("textcraft"),
+        RolloutConfig(action_format="raw", max_turns=3, max_new_tokens=4),
+        SamplingParams(),
+    )
+    requests = [EpisodeRequest(t, str(t), seed=t) for t in range(4)]
+    trajectories = asyncio.run(asyncio.wait_for(engine.run(requests), timeout=120))
+    assert [t.error for t in trajectories] == ["RuntimeError: no memory for the cache"] * 4
+    assert [t.finish_reason for t in trajectories] == ["agent_error"] * 4
 
 
 def test_a_row_that_ends_after_ctrl_c_closed_the_loop_is_dropped_quietly():

@@ -100,8 +100,10 @@ class RequestStream(Protocol):
     streams (`generate_stream`) takes them between decode steps and hands each result back
     as soon as its row finishes, so an episode plays its next turn while the rest decode."""
 
-    def take(self, limit: int) -> list[tuple[GenerationRequest, Any]]:
-        """Up to `limit` waiting requests with their handles (never blocks; [] when none)."""
+    def take(self, limit: int, idle: bool = False) -> list[tuple[GenerationRequest, Any]]:
+        """Up to `limit` waiting requests with their handles; [] when none. Never blocks
+        while rows decode; `idle` (no row is live, and [] ends the stream) lets a stream
+        that expects more requests wait for the next one instead."""
         ...
 
     def deliver(self, handle: Any, generation: Generation) -> None:

@@ -128,14 +128,20 @@ class _Arrivals:
     results go back to the event loop's thread."""
 
     def __init__(
-        self, take: Callable[[int], list[_Queued]], loop: asyncio.AbstractEventLoop
+        self,
+        take: Callable[[int], list[_Queued]],
+        loop: asyncio.AbstractEventLoop,
+        await_request: Callable[[asyncio.AbstractEventLoop], None] | None = None,
     ) -> None:
         self._take = take
         self._loop = loop
+        self._await_request = await_request
         self._open: set[asyncio.Future[Generation]] = set()
         self._lock = threading.Lock()
 
-    def take(self, limit: int) -> list[_Queued]:
+    def take(self, limit: int, idle: bool = False) -> list[_Queued]:
+        if idle and self._await_request is not None:
+            self._await_request(self._loop)
         taken = self._take(limit)
         with self._lock:
             self._open.update(future for _, future in taken)
@@ -148,11 +154,12 @@ class _Arrivals:
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(_settle, handle, generation)
 
-    def fail(self, failure: Exception) -> None:
-        """The stream raised: every request it took and did not finish fails with it."""
+    def fail(self, failure: Exception, queued: Sequence[_Queued] = ()) -> None:
+        """The stream raised: every request it took and did not finish fails with it, and
+        the `queued` ones it never took."""
         with self._lock:
             unfinished, self._open = self._open, set()
-        for future in unfinished:
+        for future in [*unfinished, *(future for _, future in queued)]:
             if not future.done():
                 future.set_exception(failure)
 
@@ -188,6 +195,8 @@ class RolloutEngine:
         self.stats = {"generate_s": 0.0, "generate_calls": 0, "env_s": 0.0, "generated_tokens": 0}
         self._queue: list[_Queued] = []
         self._queue_lock = threading.Lock()
+        self._arrived = threading.Condition(self._queue_lock)
+        """Notified when a request is queued or an episode ends (see `_await_request`)."""
         self._wakeup: asyncio.Event | None = None
         self._live = 0
         self._oracle: OracleExpert | None = None
@@ -207,7 +216,9 @@ class RolloutEngine:
                 try:
                     trajectory = await self._episode(request)
                 finally:
-                    self._live -= 1
+                    with self._arrived:
+                        self._live -= 1
+                        self._arrived.notify_all()
                     self._wakeup.set()
             if self.on_episode is not None:
                 self.on_episode(trajectory)
@@ -430,8 +441,9 @@ class RolloutEngine:
 
     async def _generate(self, request: GenerationRequest) -> Generation:
         future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-        with self._queue_lock:
+        with self._arrived:
             self._queue.append((request, future))
+            self._arrived.notify_all()
         assert self._wakeup is not None
         self._wakeup.set()
         return await future
@@ -441,6 +453,14 @@ class RolloutEngine:
         with self._queue_lock:
             taken, self._queue = self._queue[:limit], self._queue[limit:]
         return taken
+
+    def _await_request(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Block (in the policy's thread) until a request is queued, or until no episode is
+        left to queue one: an idle stream then waits out its episodes' environment steps
+        instead of ending and starting again, so one stream serves the whole rollout."""
+        with self._arrived:
+            while not self._queue and self._live > 0 and not loop.is_closed():
+                self._arrived.wait(timeout=0.1)
 
     async def _batcher(self) -> None:
         assert self._wakeup is not None
@@ -454,12 +474,14 @@ class RolloutEngine:
             while len(self._queue) < min(self._live, limit) and time.perf_counter() < deadline:
                 await asyncio.sleep(0.001)
             started = time.perf_counter()
-            if getattr(self.policy, "streams", False):
-                await self._stream()
-            else:
-                await self._batch(self._take(limit))
-            self.stats["generate_s"] += time.perf_counter() - started
             self.stats["generate_calls"] += 1
+            try:  # a stream still open when the last episode ends is cancelled here
+                if getattr(self.policy, "streams", False):
+                    await self._stream()
+                else:
+                    await self._batch(self._take(limit))
+            finally:
+                self.stats["generate_s"] += time.perf_counter() - started
             if self._queue:
                 self._wakeup.set()
 
@@ -479,9 +501,11 @@ class RolloutEngine:
     async def _stream(self) -> None:
         """Continuous batching: the policy takes requests as they arrive and returns each
         result as its row finishes, so an episode's next turn joins the batch still running."""
-        arrivals = _Arrivals(self._take, asyncio.get_running_loop())
+        arrivals = _Arrivals(self._take, asyncio.get_running_loop(), self._await_request)
         policy: StreamingPolicy = self.policy  # type: ignore[assignment]
         try:
             await asyncio.to_thread(policy.generate_stream, arrivals, self.sampling)
         except Exception as failure:
-            arrivals.fail(failure)
+            # a broken decoder fails the requests still queued as well: starting it again
+            # for them would fail the same way, again and again
+            arrivals.fail(failure, queued=self._take(len(self._queue)))
