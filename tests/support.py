@@ -79,3 +79,23 @@ class SlowCounterEnv(CounterEnv):
         time.sleep(0.02)
         self.count = seen + 1
         return StepResult(str(self.count), 0.0, False)
+
+
+class Trickle:
+    """A request stream whose request i becomes available at the decoder's (i + 1)-th look,
+    so later rows join while earlier ones are still decoding (continuous batching)."""
+
+    def __init__(self, requests):
+        self.waiting = list(enumerate(requests))
+        self.looks = 0
+        self.done = {}
+
+    def take(self, limit, idle=False):
+        self.looks += 1
+        ready = [item for item in self.waiting if item[0] < self.looks][:limit]
+        self.waiting = [item for item in self.waiting if item not in ready]
+        return [(request, index) for index, request in ready]
+
+    def deliver(self, handle, generation):
+        assert handle not in self.done, "delivered twice"
+        self.done[handle] = generation

@@ -13,6 +13,7 @@ from agenttrain.policy.base import GenerationRequest, SamplingParams
 from agenttrain.policy.decoder import LlamaFamilyDecoder, common_prefix_length, supports
 from agenttrain.policy.hf import HFPolicy
 from agenttrain.policy.sampling import token_logprobs
+from support import Trickle
 
 
 def forward_logprobs(model, prompt, generated, temperature):
@@ -348,34 +349,18 @@ def test_each_fresh_row_copies_from_the_earlier_row_sharing_the_longest_prefix(
     assert expected[1] == (0, 39) and expected[3] == (0, 30) and 5 not in expected
 
 
-class Trickle:
-    """A request stream whose request i becomes available at the decoder's (i + 1)-th look,
-    so later rows join while earlier ones are still decoding (continuous batching)."""
-
-    def __init__(self, requests):
-        self.waiting = list(enumerate(requests))
-        self.looks = 0
-        self.done = {}
-
-    def take(self, limit):
-        self.looks += 1
-        ready = [item for item in self.waiting if item[0] < self.looks][:limit]
-        self.waiting = [item for item in self.waiting if item not in ready]
-        return [(request, index) for index, request in ready]
-
-    def deliver(self, handle, generation):
-        assert handle not in self.done, "delivered twice"
-        self.done[handle] = generation
-
-
+@pytest.mark.parametrize("decode", ["arena", "graph"])
 @pytest.mark.parametrize("slots", [32, 2])
-def test_rows_that_join_mid_decode_sample_what_a_fixed_batch_samples(tiny_model, tokenizer, slots):
+def test_rows_that_join_mid_decode_sample_what_a_fixed_batch_samples(
+    tiny_model, tokenizer, slots, decode
+):
     """Continuous batching changes when a row runs, never what it samples: a seeded row
     gets the same tokens and log-probs as in a fixed batch, exact against a forward pass;
-    with fewer slots than requests the rest wait for rows to leave."""
-    policy = HFPolicy(tiny_model, tokenizer, name="tiny", cache_slots=slots)
+    with fewer slots than requests the rest wait for rows to leave. The graph decoder looks
+    for arrivals every 8 steps (the arena decoder every 4): its rows run longer."""
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny", cache_slots=slots, decode=decode)
     prompts = prompts_for(policy, 5)
-    lengths = [5, 14, 9, 20, 7]  # rows finish at different steps
+    lengths = [5, 14, 9, 20, 7] if decode == "arena" else [12, 30, 18, 40, 14]
     requests = [
         GenerationRequest(p, key=f"e{i}", max_new_tokens=n, seed=i)
         for i, (p, n) in enumerate(zip(prompts, lengths, strict=True))
@@ -383,7 +368,7 @@ def test_rows_that_join_mid_decode_sample_what_a_fixed_batch_samples(tiny_model,
     params = SamplingParams(temperature=1.0, max_new_tokens=32)
     trickle = Trickle(requests)
     policy.generate_stream(trickle, params)
-    fixed = HFPolicy(tiny_model, tokenizer, name="tiny").generate(requests, params)
+    fixed = HFPolicy(tiny_model, tokenizer, name="tiny", decode=decode).generate(requests, params)
     assert sorted(trickle.done) == list(range(5))
     if slots > 2:
         assert policy.decoder.stats["joined_rows"] >= 3
@@ -398,8 +383,11 @@ def test_rows_that_join_mid_decode_sample_what_a_fixed_batch_samples(tiny_model,
         assert torch.allclose(torch.tensor(got.logprobs), exact, atol=1e-4)
 
 
-def test_a_second_turn_that_joins_mid_decode_reuses_its_episode_cache(tiny_model, tokenizer):
-    policy = HFPolicy(tiny_model, tokenizer, name="tiny")
+@pytest.mark.parametrize("decode", ["arena", "graph"])
+def test_a_second_turn_that_joins_mid_decode_reuses_its_episode_cache(
+    tiny_model, tokenizer, decode
+):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny", decode=decode)
     params = SamplingParams(max_new_tokens=6)
     prompts = [prompts_for(policy, 1)[0], list(range(100, 130))]  # nothing shared
     first = policy.generate([GenerationRequest(prompts[0], "a", seed=1)], params)[0]
@@ -422,9 +410,24 @@ def test_a_second_turn_that_joins_mid_decode_reuses_its_episode_cache(tiny_model
     assert torch.allclose(torch.tensor(trickle.done[1].logprobs), exact, atol=1e-4)
 
 
-def test_only_the_arena_decoder_streams(tiny_model, tokenizer):
+def test_both_llama_decoders_stream_and_the_generic_one_says_it_cannot(tiny_model, tokenizer):
     assert HFPolicy(tiny_model, tokenizer, name="tiny").streams
-    graph = HFPolicy(tiny_model, tokenizer, name="tiny", decode="graph")
-    assert not graph.streams
+    assert HFPolicy(tiny_model, tokenizer, name="tiny", decode="graph").streams
+    generic = HFPolicy(tiny_model, tokenizer, name="tiny", fast=False)
+    assert not generic.streams
     with pytest.raises(TypeError, match="fixed batches"):
-        graph.generate_stream(Trickle([]), SamplingParams())
+        generic.generate_stream(Trickle([]), SamplingParams())
+
+
+@pytest.mark.parametrize("decode", ["arena", "graph"])
+def test_a_stream_records_no_autograd_graph(tiny_model, tokenizer, decode):
+    """Streaming runs the model like `generate`, without autograd: a cache that recorded
+    its writes would keep every step's activations alive for as long as the episode."""
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny", decode=decode)
+    assert any(p.requires_grad for p in tiny_model.parameters())
+    requests = [GenerationRequest(p, f"e{i}", seed=i) for i, p in enumerate(prompts_for(policy, 3))]
+    trickle = Trickle(requests)
+    policy.generate_stream(trickle, SamplingParams(max_new_tokens=10))
+    assert sorted(trickle.done) == [0, 1, 2]
+    cache = policy.decoder.arena
+    assert not any(t.requires_grad for t in [*cache.k, *cache.v])

@@ -14,6 +14,7 @@ from agenttrain.policy.decoder import LlamaFamilyDecoder
 from agenttrain.policy.graph_decoder import SYNC_EVERY, GraphDecoder, bucket
 from agenttrain.policy.hf import HFPolicy
 from agenttrain.policy.sampling import race, token_logprobs, truncate
+from support import Trickle
 
 
 def forward_logprobs(model, prompt, generated, temperature):
@@ -140,6 +141,22 @@ def test_slots_and_columns_grow_mid_session_and_stay_exact(tiny_model, tokenizer
     assert [g.token_ids for g in got] == [g.token_ids for g in expected]
     assert graph.arena.slots == 2 and graph.arena.capacity >= max(len(p) for p in prompts)
     assert graph.arena.version > 0
+
+
+def test_a_row_that_joins_and_grows_the_arena_leaves_the_live_rows_exact(tiny_model, tokenizer):
+    """A long prompt joins while a row decodes and outgrows the arena's columns: the cache
+    and the row state grow under the live row, which goes on exactly as if alone."""
+    arena = HFPolicy(tiny_model, tokenizer, name="tiny", decode="arena")
+    graph = GraphDecoder(tiny_model, arena.template.stop_ids, 0, slots=4, capacity=64)
+    params = SamplingParams(temperature=0.0, max_new_tokens=24)
+    short, long = prompts_for(arena, 1)[0], prompts_for(arena, 5, words=12)[4]
+    assert len(short) + 24 < 64 < len(long)
+    requests = [GenerationRequest(short, "a"), GenerationRequest(long, "b", max_new_tokens=12)]
+    trickle = Trickle(requests)
+    graph.stream(trickle, params)
+    assert graph.stats["joined_rows"] == 1 and graph.arena.version > 0
+    expected = arena.generate(requests, params)
+    assert [trickle.done[i].token_ids for i in range(2)] == [g.token_ids for g in expected]
 
 
 @pytest.mark.parametrize(

@@ -221,7 +221,7 @@ class _FixedBatch:
         self.waiting = list(enumerate(requests))
         self.done: dict[int, Generation] = {}
 
-    def take(self, limit: int) -> list[tuple[GenerationRequest, Any]]:
+    def take(self, limit: int, idle: bool = False) -> list[tuple[GenerationRequest, Any]]:
         taken, self.waiting = self.waiting[:limit], self.waiting[limit:]
         return [(request, index) for index, request in taken]
 
@@ -551,6 +551,7 @@ class LlamaFamilyDecoder:
         self.stream(batch, params)
         return batch.results()
 
+    @torch.inference_mode()
     def stream(self, stream: RequestStream, params: SamplingParams) -> None:
         """Continuous batching: decode the rows `stream` hands over, take arrivals between
         steps (prefilled together, then decoding with the rest), and deliver each row as soon
@@ -562,7 +563,7 @@ class LlamaFamilyDecoder:
         try:
             while True:
                 if steps_since_join >= JOIN_EVERY or not live:
-                    arrived = stream.take(self.arena.max_slots - len(live))
+                    arrived = stream.take(self.arena.max_slots - len(live), idle=not live)
                     if arrived:
                         joined, state = self._join(arrived, live, params)
                         if live:

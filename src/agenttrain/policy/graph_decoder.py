@@ -16,19 +16,20 @@ arena tensors are arguments), which fuses a layer's ~57 operations into a few ke
 What stays from the arena decoder: packed prefill with prompt-prefix sharing, each episode's
 keys/values kept across turns (a turn runs only its new tokens), slots reused by key.
 Rows that finish leave the step at once (they feed a pad into a scratch column the others
-never attend); the slot range shrinks at the next sync when the highest slots are done.
+never attend); at the next sync their results go back, arrivals join in free slots
+(continuous batching), and the slot range shrinks when the highest slots are done.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from agenttrain.policy.base import Generation, GenerationRequest, SamplingParams
+from agenttrain.policy.base import Generation, GenerationRequest, RequestStream, SamplingParams
 from agenttrain.policy.decoder import LlamaFamilyDecoder, _Work
 from agenttrain.policy.sampling import race
 
@@ -73,6 +74,14 @@ class _RowState:
         self.seeds = longs()
         self.out_tokens = torch.zeros((slots, capacity), dtype=torch.long, device=device)
         self.out_logprobs = torch.zeros((slots, capacity), dtype=torch.float32, device=device)
+
+    def take_over(self, old: _RowState, scratch: int) -> None:
+        """Continue `old`'s rows in this (wider) state; idle rows write to `scratch`."""
+        for name in ("tokens", "write_at", "active", "counts", "limits", "seeds"):
+            getattr(self, name).copy_(getattr(old, name))
+        self.write_at.masked_fill_(~self.active, scratch)
+        self.out_tokens[:, : old.out_tokens.shape[1]] = old.out_tokens
+        self.out_logprobs[:, : old.out_logprobs.shape[1]] = old.out_logprobs
 
 
 class _Compiled:
@@ -166,7 +175,7 @@ class GraphDecoder(LlamaFamilyDecoder):
             keys, values = arena.k[index], arena.v[index]
             x = self._layer_step(layer, keys, values, x, cos, sin, rows, write_at, mask)
         logits = self.head(self.norm(x))
-        self._advance_step(shape, logits, count)
+        self._advance_step(shape, logits, rows)
 
     def _decode_layer(
         self,
@@ -195,13 +204,14 @@ class GraphDecoder(LlamaFamilyDecoder):
         )
         return self._finish_layer(layer, x, out)
 
-    def _advance(self, shape: _StepShape, logits: torch.Tensor, count: int) -> None:
-        """Sample from `logits` [count, V] for the active rows and update their state."""
+    def _advance(self, shape: _StepShape, logits: torch.Tensor, rows: torch.Tensor) -> None:
+        """Sample from `logits` [len(rows), V] for the active ones of slots `rows` and update
+        their state (the other slots' state is not touched)."""
         state = self.state
         assert state is not None
-        rows, active, counts = state.rows[:count], state.active[:count], state.counts[:count]
+        active, counts = state.active[rows], state.counts[rows]
         sampled, logprobs = race(
-            logits, shape.temperature, shape.top_k, shape.top_p, state.seeds[:count], counts
+            logits, shape.temperature, shape.top_k, shape.top_p, state.seeds[rows], counts
         )
         column = counts.clamp(max=state.out_tokens.shape[1] - 1)
         state.out_tokens[rows, column] = torch.where(
@@ -211,13 +221,13 @@ class GraphDecoder(LlamaFamilyDecoder):
             active, logprobs, state.out_logprobs[rows, column]
         )
         grown = counts + active.long()
-        done = active & (torch.isin(sampled, self._stop_tensor) | (grown >= state.limits[:count]))
+        done = active & (torch.isin(sampled, self._stop_tensor) | (grown >= state.limits[rows]))
         still = active & ~done
         scratch = self.arena.capacity - 1
-        state.counts[:count] = grown
-        state.active[:count] = still
-        state.tokens[:count] = torch.where(still, sampled, self.pad_id)
-        state.write_at[:count] = torch.where(still, state.write_at[:count] + 1, scratch)
+        state.counts[rows] = grown
+        state.active[rows] = still
+        state.tokens[rows] = torch.where(still, sampled, self.pad_id)
+        state.write_at[rows] = torch.where(still, state.write_at[rows] + 1, scratch)
 
     def _run_step(self, shape: _StepShape) -> None:
         """One step: replayed from its CUDA graph when captured, else eager (then captured)."""
@@ -252,29 +262,44 @@ class GraphDecoder(LlamaFamilyDecoder):
         self.stats["graph_captures"] += 1
         return graph
 
-    # -- a call ------------------------------------------------------------------------
+    # -- a stream of rows ---------------------------------------------------------------
 
-    def _generate(
-        self, requests: Sequence[GenerationRequest], params: SamplingParams
-    ) -> list[Generation]:
-        busy: set[int] = set()
-        work = [self._plan(request, params, busy) for request in requests]
-        for item in work:  # room for every fed token, and the scratch column after them
-            self.arena.reserve(len(item.prompt) + item.limit + 1)
-        hidden = self._prefill(work)
+    @torch.inference_mode()
+    def stream(self, stream: RequestStream, params: SamplingParams) -> None:
+        """Continuous batching on the static-shape step: every `SYNC_EVERY` steps the host
+        reads the row state once, delivers the rows that finished, prefills arrivals into
+        free slots and starts them, then replays the next steps for the shape that covers the
+        live rows. A seeded row samples the same tokens whenever it joins (counter-based noise)."""
+        self._refresh_state()
+        state = self.state
+        assert state is not None
+        state.active.zero_()
+        state.write_at.fill_(self.arena.capacity - 1)
+        live: dict[int, _Work] = {}
         try:
-            self._start_rows(work, params, hidden)
-            self._decode(params)
-            return self._collect(work)
+            while True:
+                if live:
+                    self._deliver_finished(live, stream)
+                arrived = stream.take(self.arena.max_slots - len(live), idle=not live)
+                if arrived:
+                    self._join_rows(arrived, live, params)
+                if not live:
+                    return
+                shape = self._live_shape(live, params)
+                for _ in range(SYNC_EVERY):
+                    self._run_step(shape)
         finally:
-            for item in work:
-                if item.request.key is None:
-                    self.arena.release(item.slot)
+            for item in live.values():
+                self._free(item)
 
-    def _start_rows(self, work: list[_Work], params: SamplingParams, hidden: torch.Tensor) -> None:
-        """Device state for this call's rows, and their first token sampled from the prefill."""
-        if self.state is None or self.state.out_tokens.shape[1] < self.arena.capacity:
+    def _refresh_state(self) -> None:
+        """Row state as large as the arena (grown in place: live rows keep theirs), and no
+        captured graph that reads a reallocated tensor or a changed stop set."""
+        state = self.state
+        if state is None or state.out_tokens.shape[1] < self.arena.capacity:
             self.state = _RowState(self.arena.max_slots, self.arena.capacity, self.device)
+            if state is not None:
+                self.state.take_over(state, scratch=self.arena.capacity - 1)
             self._drop_graphs()
         if self._stops_in_tensor != self.stop_ids:  # changed by the caller
             self._stop_tensor = torch.tensor(sorted(self.stop_ids), device=self.device)
@@ -283,10 +308,35 @@ class GraphDecoder(LlamaFamilyDecoder):
         if self._arena_version != self.arena.version:  # grown: captured addresses are stale
             self._drop_graphs()
             self._arena_version = self.arena.version
+
+    def _join_rows(
+        self,
+        arrived: list[tuple[GenerationRequest, Any]],
+        live: dict[int, _Work],
+        params: SamplingParams,
+    ) -> None:
+        """Plan, prefill and start the arrived requests beside the live rows."""
+        busy = set(live)
+        work = []
+        with self._slots_lock:
+            for request, handle in arrived:
+                item = self._plan(request, params, busy)
+                item.handle = handle
+                work.append(item)
+        for item in work:  # room for every fed token, and the scratch column after them
+            self.arena.reserve(len(item.prompt) + item.limit + 1)
+        self._refresh_state()
+        hidden = self._prefill(work)
+        if live:
+            self.stats["joined_rows"] += len(work)
+        self._start_rows(work, params, hidden)
+        live.update((item.slot, item) for item in work)
+
+    def _start_rows(self, work: list[_Work], params: SamplingParams, hidden: torch.Tensor) -> None:
+        """Device state for the new rows, and their first token sampled from the prefill;
+        the live rows' state is left as it is."""
         state = self.state
-        state.active.zero_()
-        state.counts.zero_()
-        state.write_at.fill_(self.arena.capacity - 1)
+        assert state is not None
         index = torch.tensor([w.slot for w in work], device=self.device)
         seeds = [
             w.request.seed if w.request.seed is not None else int(torch.randint(2**62, ()))
@@ -297,51 +347,44 @@ class GraphDecoder(LlamaFamilyDecoder):
         state.write_at[index] = torch.tensor(
             [self.arena.length(w.slot) - 1 for w in work], device=self.device
         )
+        state.counts[index] = 0
         state.active[index] = True
-        count = max(w.slot for w in work) + 1
-        logits = torch.zeros(
-            (count, self.head.weight.shape[0]), dtype=torch.float32, device=self.device
-        )
-        logits[index] = self.head(hidden).float()
-        self._advance(self._shape(count, 1, params), logits, count)
+        self._advance(self._shape(len(work), 1, params), self.head(hidden).float(), index)
 
-    def _decode(self, params: SamplingParams) -> None:
+    def _live_shape(self, live: dict[int, _Work], params: SamplingParams) -> _StepShape:
+        """The step shape for the next `SYNC_EVERY` steps: the slots up to the highest live
+        one, the columns up to the widest row's after those steps (both bucketed)."""
         state = self.state
         assert state is not None
-        step, shape = 0, None
-        while True:
-            if step % SYNC_EVERY == 0:
-                active = state.active.nonzero()[:, 0]
-                self.stats["host_syncs"] += 1
-                if active.numel() == 0:
-                    return
-                highest = int(active.max()) + 1
-                widest = int(state.write_at[active].max()) + 1 + SYNC_EVERY
-                count = bucket(highest, 1, self.arena.slots)
-                width = bucket(widest, WIDTH_BLOCK, self.arena.capacity)
-                shape = self._shape(count, width, params)
-            assert shape is not None
-            self._run_step(shape)
-            step += 1
+        highest = max(live) + 1
+        widest = int(state.write_at[list(live)].max()) + 1 + SYNC_EVERY
+        count = bucket(highest, 1, self.arena.slots)
+        width = bucket(widest, WIDTH_BLOCK, self.arena.capacity)
+        return self._shape(count, width, params)
 
     def _shape(self, count: int, width: int, params: SamplingParams) -> _StepShape:
         return _StepShape(count, width, params.temperature, params.top_k, params.top_p)
 
-    def _collect(self, work: list[_Work]) -> list[Generation]:
-        """Read the call's tokens back (one transfer) and record what each slot now caches."""
+    def _deliver_finished(self, live: dict[int, _Work], stream: RequestStream) -> None:
+        """Hand back every live row the steps since the last look finished (one read of the
+        state, one of their tokens), and record what each of their slots now caches."""
         state = self.state
         assert state is not None
-        counts = state.counts.tolist()
-        longest = max(counts[w.slot] for w in work)
-        tokens = state.out_tokens[:, :longest].tolist()
-        logprobs = state.out_logprobs[:, :longest].tolist()
-        results = []
-        for item in work:
-            n = counts[item.slot]
-            generated = tokens[item.slot][:n]
-            item.generated, item.logprobs = generated, logprobs[item.slot][:n]
-            self.arena.tokens[item.slot].extend(generated[:-1])  # the last was never fed
-            self.arena.touch(item.slot)
-            reason = "stop" if generated[-1] in self.stop_ids else "length"
-            results.append(Generation(generated, item.logprobs, reason))
-        return results
+        slots = list(live)
+        still = state.active[slots].tolist()
+        self.stats["host_syncs"] += 1
+        done = [slot for slot, active in zip(slots, still, strict=True) if not active]
+        if not done:
+            return
+        counts = state.counts[done].tolist()
+        tokens = state.out_tokens[done, : max(counts)].tolist()
+        logprobs = state.out_logprobs[done, : max(counts)].tolist()
+        for slot, n, row_tokens, row_logprobs in zip(done, counts, tokens, logprobs, strict=True):
+            item = live.pop(slot)
+            item.generated, item.logprobs = row_tokens[:n], row_logprobs[:n]
+            with self._slots_lock:
+                self.arena.tokens[slot].extend(item.generated[:-1])  # the last was never fed
+                self.arena.touch(slot)
+            self._free(item)
+            reason = "stop" if item.generated[-1] in self.stop_ids else "length"
+            stream.deliver(item.handle, Generation(item.generated, item.logprobs, reason))

@@ -123,9 +123,9 @@ class HFPolicy:
 
     @property
     def streams(self) -> bool:
-        """Continuous batching (`generate_stream`): the arena decoder's; the graph path and
-        models outside the Llama family decode fixed batches."""
-        return type(self.decoder) is LlamaFamilyDecoder
+        """Continuous batching (`generate_stream`): both Llama-family decoders (arena and
+        graph); models outside the Llama family decode fixed batches."""
+        return isinstance(self.decoder, LlamaFamilyDecoder)
 
     def generate_stream(self, stream: RequestStream, sampling: SamplingParams) -> None:
         if not self.streams:
