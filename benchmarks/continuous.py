@@ -3,7 +3,8 @@
 Fixed batches: every turn of the episodes in flight decodes as one batch, and no result
 comes back until its longest row ends, so short replies wait for long ones and the next
 turns wait for the whole batch. Continuous: rows leave as they end, and an episode's next
-turn joins the batch that is still decoding (`policy/decoder.py`, `LlamaFamilyDecoder.stream`).
+turn joins the batch that is still decoding (`LlamaFamilyDecoder.stream` on CPU,
+`GraphDecoder.stream` on a GPU).
 
 The workload is an evaluation as `agenttrain eval` runs it (the checkpoint's recorded
 settings, TextCraft test tasks, ReAct, the given turn and token limits and temperature);
@@ -12,8 +13,8 @@ requests sample the same tokens in any batch, so both ways should play the same 
 the share that came out identical is reported (bf16 matmuls may round differently when
 the rows beside a row change, and one changed token changes the rest of its episode).
 
-Usage: python benchmarks/continuous.py --model runs/textcraft-recipe/sft [--tasks 0-39]
-       [-n 2] [--concurrency 32] [--repeats 1] [--out F]
+Usage: python benchmarks/continuous.py [--model runs/textcraft-recipe/sft] [--tasks 0-39]
+       [-n 2] [--concurrency 32] [--repeats 1] [--device cuda] [--out F]
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cuda: the graph decoder streams")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "continuous.json"
     )
@@ -91,6 +93,7 @@ def main() -> None:
         models=[args.model],
         n=args.n,
         temperature=args.temperature,
+        device=args.device,
         rollout=RolloutConfig(**settings, max_in_flight=args.concurrency),
     )
     runs = []
@@ -113,6 +116,7 @@ def main() -> None:
             f"{args.concurrency} in flight, up to {args.max_turns} turns of "
             f"{args.max_new_tokens} new tokens, T {args.temperature}"
         ),
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "machine": {
             "cpus": torch.get_num_threads(),
             "python": platform.python_version(),

@@ -8,6 +8,7 @@
 # CHECKS picks the checks (default: decode profile sft_then_grpo, about 10 minutes); "big" adds
 # the 2.9B shape's decode against the anchor (about 5 minutes), e.g. CHECKS="decode big";
 # "big_grpo" GRPO steps of Qwen2.5 1.5B (full) and 7B (LoRA) shapes (about 8 minutes);
+# "continuous" an evaluation with fixed batches, then continuous batching (at most 5 minutes);
 # "recipe" the GPU recipe end to end (issue 22 item 4, issue 26's tens of steps), resumable.
 set -uo pipefail
 OUT=${OUT:?set OUT to a folder for the results}
@@ -52,6 +53,12 @@ wants decode && check decode 380 "$PY" benchmarks/decode.py --device "$DEVICE" \
 wants profile && check profile 80 "$PY" benchmarks/decode.py --device "$DEVICE" --rows "${ROWS[0]}" \
   --new-tokens "$TOKENS" --turns "$TURNS" --no-anchor --no-arena --no-graph-eager \
   --profile "$OUT/profile" --out "$OUT/decode_profiled_$DEVICE.json"
+# 1c. Continuous batching on the graph path: one evaluation (embedded model, 64 TextCraft
+#     tasks x 2, 128 in flight, 6 turns) with fixed batches, then streaming, one process.
+if [ "$QUICK" = 1 ]; then CONTINUOUS=(--tasks 0-1 -n 1 --max-turns 2 --max-new-tokens 8)
+else CONTINUOUS=(--tasks 0-63 -n 2 --concurrency 128 --max-turns 6); fi
+wants continuous && check continuous 300 "$PY" benchmarks/continuous.py --device "$DEVICE" \
+  "${CONTINUOUS[@]}" --out "$OUT/continuous_$DEVICE.json"
 # 2. The recipe's GRPO step, as the recipe runs it: oracle demonstrations, SFT on the device,
 #    then GRPO steps from the SFT checkpoint (episodes as long as the recipe's, unlike steps
 #    from the base model, which breaks the format and stops after 3 turns). Gen and update
