@@ -221,8 +221,8 @@ class BrokenStream(FixedBatches):
         raise RuntimeError("decoder broke")
 
 
-def test_a_failing_stream_ends_its_episodes_with_the_error_not_a_hang(tiny_model, tokenizer):
-    policy = BrokenStream(tiny_model, tokenizer, name="tiny")
+def four_episodes(policy):
+    """Four short TextCraft episodes of `policy`, bounded in time (a hang fails the test)."""
     engine = RolloutEngine(
         policy,
         TEXTCRAFT,
@@ -231,7 +231,11 @@ def test_a_failing_stream_ends_its_episodes_with_the_error_not_a_hang(tiny_model
         SamplingParams(),
     )
     requests = [EpisodeRequest(t, str(t), seed=t) for t in range(4)]
-    trajectories = asyncio.run(asyncio.wait_for(engine.run(requests), timeout=120))
+    return asyncio.run(asyncio.wait_for(engine.run(requests), timeout=120))
+
+
+def test_a_failing_stream_ends_its_episodes_with_the_error_not_a_hang(tiny_model, tokenizer):
+    trajectories = four_episodes(BrokenStream(tiny_model, tokenizer, name="tiny"))
     assert [t.finish_reason for t in trajectories] == ["agent_error"] * 4
     assert all(t.error == "RuntimeError: decoder broke" for t in trajectories)
     assert sorted(t.num_turns for t in trajectories) == [0, 0, 0, 1]  # the delivered turn
@@ -247,15 +251,7 @@ class DeadOnArrival(FixedBatches):
 
 
 def test_a_stream_that_fails_before_taking_anything_fails_the_queued_turns(tiny_model, tokenizer):
-    engine = RolloutEngine(
-        DeadOnArrival(tiny_model, tokenizer, name="tiny"),
-        TEXTCRAFT,
-        lambda: make_env("textcraft"),
-        RolloutConfig(action_format="raw", max_turns=3, max_new_tokens=4),
-        SamplingParams(),
-    )
-    requests = [EpisodeRequest(t, str(t), seed=t) for t in range(4)]
-    trajectories = asyncio.run(asyncio.wait_for(engine.run(requests), timeout=120))
+    trajectories = four_episodes(DeadOnArrival(tiny_model, tokenizer, name="tiny"))
     assert [t.error for t in trajectories] == ["RuntimeError: no memory for the cache"] * 4
     assert [t.finish_reason for t in trajectories] == ["agent_error"] * 4
 

@@ -592,14 +592,20 @@ class LlamaFamilyDecoder:
         params: SamplingParams,
     ) -> tuple[list[_Work], torch.Tensor]:
         """Rows for the arrived requests, prefilled: (rows, hidden state after each prompt)."""
-        busy = {item.slot for item in live}
+        joined = self._plan_arrivals(arrived, {item.slot for item in live}, params)
+        return joined, self._prefill(joined)
+
+    def _plan_arrivals(
+        self, arrived: list[tuple[GenerationRequest, Any]], busy: set[int], params: SamplingParams
+    ) -> list[_Work]:
+        """A planned row for each arrived request, in slots outside `busy` (the live rows')."""
         joined = []
         with self._slots_lock:
             for request, handle in arrived:
                 item = self._plan(request, params, busy)
                 item.handle = handle
                 joined.append(item)
-        return joined, self._prefill(joined)
+        return joined
 
     def _sample_step(
         self, live: list[_Work], hidden: torch.Tensor, params: SamplingParams, stream: RequestStream

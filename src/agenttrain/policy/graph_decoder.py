@@ -316,13 +316,7 @@ class GraphDecoder(LlamaFamilyDecoder):
         params: SamplingParams,
     ) -> None:
         """Plan, prefill and start the arrived requests beside the live rows."""
-        busy = set(live)
-        work = []
-        with self._slots_lock:
-            for request, handle in arrived:
-                item = self._plan(request, params, busy)
-                item.handle = handle
-                work.append(item)
+        work = self._plan_arrivals(arrived, set(live), params)
         for item in work:  # room for every fed token, and the scratch column after them
             self.arena.reserve(len(item.prompt) + item.limit + 1)
         self._refresh_state()
