@@ -69,8 +69,24 @@ def run_once(config: EvalConfig, streaming: bool) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def eval_config(args: argparse.Namespace) -> EvalConfig:
+    """The evaluation `agenttrain eval` would run with these arguments (the checkpoint's
+    recorded settings under the given limits)."""
+    given = {"max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
+    settings = {**builtin_settings(), **recorded_settings([args.model], given), **given}
+    return EvalConfig(
+        env=settings.pop("env"),
+        tasks=parse_ranges(args.tasks),
+        models=[args.model],
+        n=args.n,
+        temperature=args.temperature,
+        device=args.device,
+        rollout=RolloutConfig(**settings, max_in_flight=args.concurrency),
+    )
+
+
+def workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The evaluation's options, shared with benchmarks/kv_cache.py."""
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--tasks", default="0-39", help="test-split positions")
     parser.add_argument("-n", type=int, default=2, help="samples per task")
@@ -80,22 +96,17 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cuda: the graph decoder streams")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    workload_arguments(parser)
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "continuous.json"
     )
     args = parser.parse_args()
 
-    given = {"max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
-    settings = {**builtin_settings(), **recorded_settings([args.model], given), **given}
-    config = EvalConfig(
-        env=settings.pop("env"),
-        tasks=parse_ranges(args.tasks),
-        models=[args.model],
-        n=args.n,
-        temperature=args.temperature,
-        device=args.device,
-        rollout=RolloutConfig(**settings, max_in_flight=args.concurrency),
-    )
+    config = eval_config(args)
     runs = []
     for _ in range(args.repeats):
         for streaming in (False, True):

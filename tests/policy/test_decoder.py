@@ -163,6 +163,21 @@ def test_bf16_generation_copy_follows_weight_updates(tiny_model, tokenizer):
     assert before != after
 
 
+def test_a_bf16_policy_keeps_bf16_keys_and_scores_as_its_models_forward(tiny_model, tokenizer):
+    """The projections of a bf16 model produce bf16 keys/values: an fp32 cache held them in
+    twice the memory, and its fp32 attention scored tokens ~1e-3 away from the model's own
+    bf16 forward pass (what the trainer's bf16 recompute sees)."""
+    model = copy.deepcopy(tiny_model).to(torch.bfloat16)
+    policy = HFPolicy(model, tokenizer, name="tiny")
+    prompts = long_prompts(policy, ["a", "b", "c", "d"])
+    requests = [GenerationRequest(p, f"e{i}", seed=i) for i, p in enumerate(prompts)]
+    generations = policy.generate(requests, SamplingParams(max_new_tokens=12))
+    assert policy.decoder.arena.k[0].dtype == torch.bfloat16
+    for prompt, generation in zip(prompts, generations, strict=True):
+        expected = forward_logprobs(model, prompt, generation.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(generation.logprobs), expected.float(), atol=1e-4)
+
+
 def test_a_policy_generates_in_its_models_dtype_unless_told(tiny_model, tokenizer):
     """A bf16 model (as loaded on a GPU) must not be decoded from a float32 copy by default:
     that silently tripled a GPU decode's cost."""

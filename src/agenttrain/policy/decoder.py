@@ -289,7 +289,14 @@ class LlamaFamilyDecoder:
         self.scaling = self.layers[0].self_attn.scaling
         self.device = self.embed.weight.device
         self.weight_dtype = self.embed.weight.dtype
-        self.cache_dtype = torch.float32 if self.device.type == "cpu" else self.weight_dtype
+        self.cache_dtype = self.weight_dtype
+        """Keys/values in the precision the projections produce them in: a bf16 model's are
+        bf16 values already, so an fp32 cache doubled the bytes every decode step reads
+        (decode attention is the bulk of a CPU step at 32 rows) and the arena's memory."""
+        self.split_attention = self.device.type != "cpu" or self.cache_dtype == torch.float32
+        """Decode steps may attend a shared prefix once for all rows (`_attend_with_shared_prefix`,
+        plain matrix products). Not on CPU in bf16: there those products are slower than the
+        whole-row attention kernel they replace (docs/benchmarks.md)."""
         self.arena = Arena(
             len(self.layers), self.kv_heads, self.head_dim, self.cache_dtype, self.device, slots
         )
@@ -751,8 +758,8 @@ class LlamaFamilyDecoder:
 
     def _common_prefix(self, slots: Sequence[int]) -> int:
         """Leading columns every slot of the call holds with the same tokens (0 when too
-        short to pay for the split attention, or with a single row)."""
-        if len(slots) < 2:
+        short to pay for the split attention, with a single row, or without `split_attention`)."""
+        if len(slots) < 2 or not self.split_attention:
             return 0
         first = self.arena.tokens[slots[0]]
         length = len(first)
