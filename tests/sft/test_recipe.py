@@ -53,6 +53,11 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     assert "| step | generation rounds |" in report and "| informative share |" in report
     assert "| episodes trained on |" in report and "in 1 steps;" in report
     assert (out / "comparison.png").exists() and (out / "eval" / "report.md").exists()
+    # memory: the process's peak when each stage ended, never falling (the recipe's 18.9 GB)
+    peaks = list(results["peak_memory_gb"].values())
+    assert list(results["peak_memory_gb"]) == ["demos", "SFT", "GRPO", "eval"]
+    assert 0 < peaks[0] <= peaks[1] <= peaks[2] <= peaks[3]
+    assert "| peak memory so far (GB) |" in report
     # each stage's paired gain over the one before, over the 2 shared tasks, and compare.md
     gains = results["paired_gains"]
     assert list(gains) == ["SFT - base", "SFT+GRPO - SFT"]

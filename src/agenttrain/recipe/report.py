@@ -22,6 +22,7 @@ class RecipeReport:
     demos_path: Path
     grpo_group_size: int
     timings: dict[str, float]
+    peak_memory_gb: dict[str, float]
 
     def _grpo_rows(self) -> list[dict[str, float]]:
         """The GRPO stage's metrics, one row per step that played."""
@@ -167,14 +168,16 @@ class RecipeReport:
             "",
             "## Stages",
             "",
-            "| stage | wall time (min) | details |",
-            "|---|---|---|",
+            "| stage | wall time (min) | peak memory so far (GB) | details |",
+            "|---|---|---|---|",
             *(
-                f"| {stage} | {self.timings.get(stage, 0) / 60:.1f} | {details} |"
+                f"| {stage} | {self.timings.get(stage, 0) / 60:.1f} "
+                f"| {self.peak_memory_gb.get(stage, 0):.1f} | {details} |"
                 for stage, details in self._stage_details().items()
             ),
             "",
-            "Stages that had already finished are reused (wall time ~0).",
+            "Stages that had already finished are reused (wall time ~0). Peak memory is the "
+            "recipe process's largest resident set up to the end of the stage.",
         ]
         path = self.out / "report.md"
         path.write_text("\n".join(lines) + "\n")
@@ -185,6 +188,7 @@ class RecipeReport:
                     "summaries": summaries,
                     "paired_gains": {k: g and g.to_dict() for k, g in gains.items()},
                     "timings_s": self.timings,
+                    "peak_memory_gb": self.peak_memory_gb,
                 },
                 indent=2,
             )

@@ -16,6 +16,8 @@ SFT model first plays the tasks GRPO can draw, and GRPO's frontier sampling coun
 from __future__ import annotations
 
 import json
+import resource
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +37,13 @@ from agenttrain.run.stages import StageChanged, StageRecords
 if TYPE_CHECKING:
     from agenttrain.rl.config import TrainConfig
     from agenttrain.sft.config import SFTConfig
+
+
+def peak_memory_gb() -> float:
+    """This process's peak resident set so far, in GB (`ru_maxrss`: KiB on Linux, bytes on
+    macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak * (1 if sys.platform == "darwin" else 1024) / 1e9, 2)
 
 
 class Recipe(RecipeReport):
@@ -62,6 +71,9 @@ class Recipe(RecipeReport):
             self.rft_dir / "sft", self.rft_dir / "own.jsonl", config.rft.overrides
         )
         self.timings: dict[str, float] = {}
+        self.peak_memory_gb: dict[str, float] = {}
+        """The process's peak resident memory when each stage ended (a stage that raised the
+        peak shows it; the recipe runs every stage in one process)."""
         self.records = StageRecords(self.out)
 
     def _sft_stage_config(self, out_dir: Path, data: Path, extra: Sequence[str] = ()) -> SFTConfig:
@@ -121,6 +133,7 @@ class Recipe(RecipeReport):
         started = time.perf_counter()
         result = work()
         self.timings[name] = time.perf_counter() - started
+        self.peak_memory_gb[name] = peak_memory_gb()
         return result
 
     def make_demos(self) -> Path:
