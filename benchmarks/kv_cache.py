@@ -76,7 +76,7 @@ def main() -> None:
             print(json.dumps(run))
     same = sum(a == b for a, b in zip(replies["fp32"], replies["weights"], strict=True))
     best = {
-        kind: min((r["seconds"] for r in runs if r["cache"] == kind)) for kind in ("fp32", "weights")
+        kind: min(r["seconds"] for r in runs if r["cache"] == kind) for kind in ("fp32", "weights")
     }
     report = {
         "benchmark": "kv_cache",
