@@ -443,3 +443,30 @@ def test_ctrl_c_in_the_recipes_evaluation_keeps_its_episodes_without_a_traceback
         "SFT": 40,
         "SFT+GRPO": 40,
     }
+
+
+FREED_HEAP = """
+from agenttrain.recipe.runner import release_freed_memory
+def resident_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
+chunks = [bytearray(64 * 1024) for _ in range(6000)]  # ~390 MB of heap, below mmap's threshold
+last = bytearray(64 * 1024)  # allocated after them: the heap's top stays in use
+del chunks
+before = resident_mb()
+release_freed_memory()
+print(before, resident_mb())
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
+def test_memory_a_stage_freed_goes_back_to_the_system_before_the_next():
+    """glibc keeps freed heap memory for reuse: in a TextCraft recipe run 4.3 of 6.2 GB
+    resident after SFT were such, and GRPO started on top of them (make demo peaked at 18.9 GB)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", FREED_HEAP], capture_output=True, text=True, check=True
+    )
+    before, after = map(int, done.stdout.split())
+    assert before - after > 300, (before, after)
