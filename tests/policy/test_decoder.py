@@ -99,6 +99,20 @@ def test_generation_stops_at_the_end_of_a_turn_never_at_its_start(tiny_model, to
 
 
 @pytest.mark.parametrize("decode", ["arena", "graph"])
+def test_a_freed_cache_gives_its_memory_back_and_fills_again(tiny_model, tokenizer, decode):
+    policy = HFPolicy(tiny_model, tokenizer, name="tiny", decode=decode)
+    requests = [GenerationRequest(p, f"e{i}", seed=i) for i, p in enumerate(prompts_for(policy, 3))]
+    params = SamplingParams(max_new_tokens=6)
+    first = policy.generate(requests, params)
+    assert policy.decoder.arena.nbytes > 0
+    policy.free_cache()
+    assert policy.decoder.arena.nbytes == 0 and policy.decoder.arena.slot_of == {}
+    again = policy.generate(requests, params)
+    assert [g.token_ids for g in again] == [g.token_ids for g in first]
+    assert policy.decoder.arena.nbytes > 0
+
+
+@pytest.mark.parametrize("decode", ["arena", "graph"])
 def test_generation_stops_at_a_stop_token_and_keeps_it(tiny_model, tokenizer, decode):
     policy = HFPolicy(tiny_model, tokenizer, name="tiny", decode=decode)
     prompt = prompts_for(policy, 1)[0]

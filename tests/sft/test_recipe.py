@@ -446,7 +446,7 @@ def test_ctrl_c_in_the_recipes_evaluation_keeps_its_episodes_without_a_traceback
 
 
 FREED_HEAP = """
-from agenttrain.recipe.runner import release_freed_memory
+from agenttrain.run.runtime import release_freed_memory
 def resident_mb():
     return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
 chunks = [bytearray(64 * 1024) for _ in range(6000)]  # ~390 MB of heap, below mmap's threshold

@@ -132,6 +132,15 @@ class Arena:
         self.keys += [None] * (new - old)
         self._used_at += [0] * (new - old)
 
+    def empty(self) -> None:
+        """Drop every slot and its memory (slots grow back as episodes arrive)."""
+        self.version += 1
+        for cache in (self.k, self.v):
+            for layer, tensor in enumerate(cache):
+                cache[layer] = tensor.new_zeros((0, *tensor.shape[1:]))
+        self.tokens, self.keys, self._used_at = [], [], []
+        self.slot_of.clear()
+
     def touch(self, slot: int) -> None:
         self._clock += 1
         self._used_at[slot] = self._clock
@@ -647,6 +656,11 @@ class LlamaFamilyDecoder:
         with self._slots_lock:
             for slot in range(self.arena.slots):
                 self.arena.release(slot)
+
+    def free_memory(self) -> None:
+        """Drop the cached keys/values and the memory that held them."""
+        with self._slots_lock:
+            self.arena.empty()
 
     def _plan(self, request: GenerationRequest, params: SamplingParams, busy: set[int]) -> _Work:
         """The slot to extend: the episode's own, else a fresh one seeded with the longest

@@ -15,9 +15,6 @@ SFT model first plays the tasks GRPO can draw, and GRPO's frontier sampling coun
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import json
 import resource
 import sys
@@ -35,6 +32,7 @@ from agenttrain.recipe.config import UPSTREAM, RecipeConfig, positions
 from agenttrain.recipe.report import RecipeReport
 from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
+from agenttrain.run.runtime import release_freed_memory
 from agenttrain.run.stages import StageChanged, StageRecords
 
 if TYPE_CHECKING:
@@ -47,15 +45,6 @@ def peak_memory_gb() -> float:
     macOS)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(peak * (1 if sys.platform == "darwin" else 1024) / 1e9, 2)
-
-
-def release_freed_memory() -> None:
-    """Hand memory that finished work freed back to the system. glibc keeps freed heap memory
-    for reuse (in a TextCraft recipe run 4.3 of 6.2 GB resident after SFT were such, 6.4 of 9.3
-    after GRPO), and the next stage started on top of it. Elsewhere than glibc: a collection."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc (macOS, musl)
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class Recipe(RecipeReport):

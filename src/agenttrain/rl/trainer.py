@@ -64,6 +64,7 @@ from agenttrain.run.runtime import (
     RunFailed,
     TrainingRun,
     lr_factor,
+    release_freed_memory,
     step_progress,
 )
 from agenttrain.run.tracking import device_memory
@@ -436,6 +437,8 @@ class Trainer(TrainingRun):
             progress.update(bar, status=f"step {step}: updating on {len(batch.kept)} episodes")
         model_tokens = sum(sum(trajectories[i].response_mask) for i in batch.kept)
         if model_tokens:
+            self.policy.free_cache()  # the update needs the memory and makes the cache stale
+            release_freed_memory()
             metrics.update(
                 self.update.learn(
                     [trajectories[i] for i in batch.kept], [scores[i] for i in batch.kept], timing

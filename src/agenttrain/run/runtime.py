@@ -5,7 +5,10 @@ stops."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import datetime
+import gc
 import math
 import random
 import re
@@ -36,6 +39,16 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def release_freed_memory() -> None:
+    """Hand memory that finished work freed back to the system. glibc keeps freed heap memory
+    for reuse (in a TextCraft recipe run 4.3 of 6.2 GB resident after SFT were such, 6.4 of 9.3
+    after GRPO), and the next stage or phase started on top of it. Elsewhere than glibc: a
+    collection."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc (macOS, musl)
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
