@@ -35,7 +35,8 @@ def demos(out: Path, positions: list[int], *extra: str) -> tuple[str, list[dict]
     args = ["demos", "--tasks", tasks, "--out", str(out), *extra]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    return result.output, [json.loads(line) for line in out.read_text().splitlines()]
+    said = " ".join(result.output.split())  # a line the console wrapped reads the same
+    return said, [json.loads(line) for line in out.read_text().splitlines()]
 
 
 def replies(record: dict) -> list[str]:
