@@ -85,8 +85,10 @@ def eval_config(args: argparse.Namespace) -> EvalConfig:
     )
 
 
-def workload_arguments(parser: argparse.ArgumentParser) -> None:
-    """The evaluation's options, shared with benchmarks/kv_cache.py."""
+def workload_arguments(doc: str, result: str) -> argparse.Namespace:
+    """The evaluation's options and where the report goes (benchmarks/results/<result>),
+    shared with benchmarks/kv_cache.py."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--tasks", default="0-39", help="test-split positions")
     parser.add_argument("-n", type=int, default=2, help="samples per task")
@@ -96,15 +98,20 @@ def workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cuda: the graph decoder streams")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / result)
+    return parser.parse_args()
+
+
+def machine() -> dict:
+    return {
+        "cpus": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    workload_arguments(parser)
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "continuous.json"
-    )
-    args = parser.parse_args()
+    args = workload_arguments(__doc__, "continuous.json")
 
     config = eval_config(args)
     runs = []
@@ -128,11 +135,7 @@ def main() -> None:
             f"{args.max_new_tokens} new tokens, T {args.temperature}"
         ),
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-        "machine": {
-            "cpus": torch.get_num_threads(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-        },
+        "machine": machine(),
         "runs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in runs],
         "identical_episodes": f"{same} of {len(ours[0]['_replies'])}",
         "speedup_best_of_each": round(best["fixed"]["seconds"] / best["continuous"]["seconds"], 3),

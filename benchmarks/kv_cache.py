@@ -14,17 +14,19 @@ Usage: python benchmarks/kv_cache.py --model runs/textcraft-recipe/sft [--tasks 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import platform
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 
 from agenttrain.policy import decoder as decoder_module
-from continuous import eval_config, run_once, workload_arguments  # benchmarks/ is the folder
+from continuous import (  # benchmarks/ is the folder
+    eval_config,
+    machine,
+    run_once,
+    workload_arguments,
+)
 
 LARGEST_ARENA = {"bytes": 0}
 
@@ -58,12 +60,7 @@ def cache(kind: str) -> Iterator[None]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    workload_arguments(parser)
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "kv_cache.json"
-    )
-    args = parser.parse_args()
+    args = workload_arguments(__doc__, "kv_cache.json")
     config = eval_config(args)
     runs, replies = [], {}
     for _ in range(args.repeats):
@@ -86,11 +83,7 @@ def main() -> None:
             f"{args.concurrency} in flight, continuous batching, up to {args.max_turns} turns "
             f"of {args.max_new_tokens} new tokens, T {args.temperature}"
         ),
-        "machine": {
-            "cpus": torch.get_num_threads(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-        },
+        "machine": machine(),
         "runs": runs,
         "identical_episodes": f"{same} of {len(replies['weights'])}",
         "speedup_best_of_each": round(best["fp32"] / best["weights"], 3),
