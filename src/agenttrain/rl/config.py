@@ -190,6 +190,25 @@ class AlgorithmConfig(Section):
     rollout_correction: RolloutCorrectionConfig = Field(default_factory=RolloutCorrectionConfig)
     max_turns_schedule: list[TurnsStage] = Field(default_factory=list)
     """ScalingInter-RL curriculum: max turns by step, e.g. [{until_step: 10, max_turns: 5}]."""
+    zero_variance_alpha: float = Field(0.0, ge=0)
+    """RL-ZVP: groups whose rewards are all equal learn too, with advantages signed by their
+    shared outcome and sized by token entropy times this (`rl/zero_variance.py`); 0: off,
+    GRPO's zero advantage. Needs those groups in the batch: not with filter_groups."""
+
+    @model_validator(mode="after")
+    def _zero_variance_groups_kept(self) -> AlgorithmConfig:
+        if self.zero_variance_alpha > 0 and self.filter_groups.enabled:
+            raise ValueError(
+                "algorithm.zero_variance_alpha learns from the groups whose rewards are all "
+                "equal, which algorithm.filter_groups.enabled drops before the update: "
+                "turn one of them off"
+            )
+        if self.zero_variance_alpha > 0 and self.adv_estimator not in ("grpo", "rloo"):
+            raise ValueError(
+                "algorithm.zero_variance_alpha shapes the zero advantages of outcome-level group "
+                f"estimators (grpo, rloo), not {self.adv_estimator}"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -27,6 +27,7 @@ from agenttrain.rl.logprobs import response_logprobs
 from agenttrain.rl.losses import Totals, agg_loss, ppo_clip_loss
 from agenttrain.rl.rollout_correction import importance_weights
 from agenttrain.rl.stats import stats, timed
+from agenttrain.rl.zero_variance import entropy_shaped_advantages, zero_variance_signs
 from agenttrain.rollout.trajectory import Trajectory
 
 
@@ -153,6 +154,11 @@ class PolicyUpdate:
         token_advantages = advantages[mask.bool()]
         if len(token_advantages):
             metrics.update(stats("critic/advantages", token_advantages.tolist()))
+        signs = None
+        if config.algorithm.zero_variance_alpha > 0:
+            signs = zero_variance_signs(episodes, scores)
+            metrics["actor/zero_variance_solved_share"] = float((signs > 0).float().mean())
+            metrics["actor/zero_variance_failed_share"] = float((signs < 0).float().mean())
         with timed(timing, "update_actor"):
             metrics.update(
                 self._update(
@@ -164,6 +170,7 @@ class PolicyUpdate:
                     rollout_logprobs,
                     old_logprobs is None,
                     guided,
+                    signs,
                 )
             )
         return metrics
@@ -178,11 +185,13 @@ class PolicyUpdate:
         rollout_logprobs: torch.Tensor,
         compare_here: bool,
         guided: torch.Tensor,
+        signs: torch.Tensor | None,
     ) -> dict[str, float]:
         """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches.
 
         `compare_here`: the old log-probs come from the update's own forward pass (one epoch,
-        one mini-batch), so the rollout-vs-training comparison is made there.
+        one mini-batch), so the rollout-vs-training comparison is made there. `signs`: the
+        rows of all-equal groups whose advantages are entropy-shaped (`rl/zero_variance.py`).
         """
         actor, kl = self.config.actor, self.config.algorithm.kl
         scale_factor = actor.loss_scale_factor or self.config.rollout.max_context
@@ -217,6 +226,7 @@ class PolicyUpdate:
                         temperature,
                         guided,
                         rollout_logprobs,
+                        signs,
                     )
                     if compare_here:
                         width = logprobs.shape[1]
@@ -272,6 +282,7 @@ class PolicyUpdate:
         temperature: float,
         guided: torch.Tensor,
         behaviour: torch.Tensor,
+        signs: torch.Tensor | None,
     ) -> tuple[dict[str, float], torch.Tensor]:
         """Forward and backward one micro-batch; returns its share of the step's metrics and
         its (detached) log-probs.
@@ -299,10 +310,19 @@ class PolicyUpdate:
             old = off_policy_old(old, rollout, guided[rows])
         share = float(micro_mask.sum()) / max(totals.tokens, 1)
         weights, parts = self._rollout_weights(old, rollout, micro_mask, share)
+        micro_advantages = advantages[rows, :width].to(self.device)
+        if signs is not None:
+            micro_advantages = entropy_shaped_advantages(
+                micro_advantages,
+                entropy,
+                micro_mask,
+                signs[rows],
+                self.config.algorithm.zero_variance_alpha,
+            )
         policy = ppo_clip_loss(
             logprobs,
             old,
-            advantages[rows, :width].to(self.device),
+            micro_advantages,
             micro_mask,
             clip_low=actor.clip_ratio_low,
             clip_high=self._clip_high(guided[rows]).to(self.device),

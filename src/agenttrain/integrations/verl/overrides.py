@@ -415,6 +415,12 @@ def _algorithm(out: Overrides, config: TrainConfig) -> None:
         "verl has no turn-limit curriculum",
         matters=bool(algorithm.max_turns_schedule),
     )
+    out.unsupported_key(
+        "algorithm.zero_variance_alpha",
+        algorithm.zero_variance_alpha,
+        "verl 0.9.1 gives groups with equal rewards a zero advantage (no RL-ZVP shaping)",
+        matters=algorithm.zero_variance_alpha > 0,
+    )
 
 
 def _actor(out: Overrides, config: TrainConfig) -> None:
