@@ -104,3 +104,24 @@ def test_settings_that_would_drop_or_ignore_the_equal_groups_are_refused():
             None,
             ["algorithm.zero_variance_alpha=0.1", "algorithm.adv_estimator=gigpo"],
         )
+
+
+def test_a_run_with_the_shaping_trains_on_every_group_and_reports_it(tiny_model_dir, tmp_path):
+    from rl.tiny_runs import recipe, train
+
+    rows = train(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "algorithm.zero_variance_alpha=0.1",
+            "trainer.total_steps=1",
+            "trainer.test_freq=0",
+        )
+    )
+    step = rows[0]
+    assert step["rollout/trained_episodes"] == 16  # no group is set aside
+    shaped = step["actor/zero_variance_solved_share"] + step["actor/zero_variance_failed_share"]
+    informative = step["rollout/informative_groups"]
+    assert shaped == pytest.approx(1 - informative / 4)  # every group without a spread
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "shaped: equal and failed" in report

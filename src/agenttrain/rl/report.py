@@ -154,6 +154,8 @@ STEP_COLUMNS = (
     ("informative share", "rollout/informative_group_share", "{:.2f}"),
     ("share with success and failure", "rollout/success_mixed_group_share", "{:.2f}"),
     ("episodes trained on", "rollout/trained_episodes", "{:.0f}"),
+    ("shaped: equal and solved", "actor/zero_variance_solved_share", "{:.2f}"),
+    ("shaped: equal and failed", "actor/zero_variance_failed_share", "{:.2f}"),
     ("training success", "env/success_rate", "{:.2f}"),
     ("progress of unsolved", "reward/progress", "{:.2f}"),
     ("entropy", "actor/entropy", "{:.3f}"),
