@@ -25,6 +25,7 @@ import platform
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -140,10 +141,15 @@ def main() -> None:
         "identical_episodes": f"{same} of {len(ours[0]['_replies'])}",
         "speedup_best_of_each": round(best["fixed"]["seconds"] / best["continuous"]["seconds"], 3),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    write_report(report, args.out)
+
+
+def write_report(report: dict[str, Any], out: Path) -> None:
+    """The JSON result, and its two headline figures on the terminal."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: report[k] for k in ("identical_episodes", "speedup_best_of_each")}))
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from continuous import (  # benchmarks/ is the folder
     machine,
     run_once,
     workload_arguments,
+    write_report,
 )
 
 LARGEST_ARENA = {"bytes": 0}
@@ -88,10 +89,7 @@ def main() -> None:
         "identical_episodes": f"{same} of {len(replies['weights'])}",
         "speedup_best_of_each": round(best["fp32"] / best["weights"], 3),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps({k: report[k] for k in ("identical_episodes", "speedup_best_of_each")}))
-    print(f"wrote {args.out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":
