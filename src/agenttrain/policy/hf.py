@@ -20,7 +20,7 @@ import torch
 
 from agenttrain.policy.base import Generation, GenerationRequest, RequestStream, SamplingParams
 from agenttrain.policy.chat import ChatTemplate
-from agenttrain.policy.decoder import LlamaFamilyDecoder, supports
+from agenttrain.policy.decoder import DRAFT_TOKENS, LlamaFamilyDecoder, supports
 from agenttrain.policy.generic import GenericDecoder
 from agenttrain.policy.graph_decoder import GraphDecoder
 from agenttrain.policy.merged import is_lora, merged_copy, merged_state
@@ -67,6 +67,7 @@ class HFPolicy:
         inference_dtype: InferenceDtype | None = None,
         decode: DecodePath = "auto",
         compile_step: bool | None = None,
+        draft_tokens: int = DRAFT_TOKENS,
     ) -> None:
         self.name = name
         self.model = model
@@ -95,7 +96,9 @@ class HFPolicy:
                 self.generator_model, stop_ids, pad_id, cache_slots, compile_step=compile_step
             )  # compile_step None: compiled on CUDA
         elif fast and supports(model):
-            self.decoder = LlamaFamilyDecoder(self.generator_model, stop_ids, pad_id, cache_slots)
+            self.decoder = LlamaFamilyDecoder(
+                self.generator_model, stop_ids, pad_id, cache_slots, draft_tokens
+            )
         else:
             self.decoder = GenericDecoder(self.generator_model, stop_ids, pad_id)
 

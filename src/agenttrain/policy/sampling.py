@@ -27,9 +27,13 @@ def truncate(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
 
 
 def sample(
-    logits: torch.Tensor, params: SamplingParams, generators: list[torch.Generator | None]
+    logits: torch.Tensor,
+    params: SamplingParams,
+    generators: list[torch.Generator | None],
+    exclude: list[int | None] | None = None,
 ) -> tuple[list[int], list[float]]:
-    """One token per row of `logits` [B, V] (float32), with its log-probability."""
+    """One token per row of `logits` [B, V] (float32), with its log-probability; a row's
+    `exclude` token (a rejected draft, `draft_odds`) is never drawn."""
     if params.temperature == 0:
         uniforms = None
     else:
@@ -38,7 +42,12 @@ def sample(
         uniforms = torch.cat(
             [torch.rand(1, generator=generator, device=logits.device) for generator in generators]
         )
-    tokens, logprobs = choose(logits, params.temperature, params.top_k, params.top_p, uniforms)
+    excluded = None
+    if exclude is not None and any(token is not None for token in exclude):
+        excluded = torch.tensor([-1 if t is None else t for t in exclude], device=logits.device)
+    tokens, logprobs = choose(
+        logits, params.temperature, params.top_k, params.top_p, uniforms, excluded
+    )
     return tokens.tolist(), logprobs.tolist()
 
 
@@ -48,25 +57,61 @@ def choose(
     top_k: int,
     top_p: float,
     uniforms: torch.Tensor | None,
+    exclude: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tokens [B] and their log-probabilities [B] from logits [B, V], on the logits' device.
 
     Inverse-CDF sampling with one given uniform per row (None for greedy, temperature 0): no
-    host synchronisation, so it can run inside a captured CUDA graph.
+    host synchronisation, so it can run inside a captured CUDA graph. `exclude` [B] (-1: none)
+    takes one token out of a row's sampling distribution after truncation, the rest
+    renormalised: what speculative sampling draws from after rejecting that token. The
+    log-probability stays that of the full distribution.
     """
     logits = logits.float()
     if temperature == 0:
-        tokens = logits.argmax(dim=-1)
+        chosen = logits if exclude is None else _without(logits, exclude, float("-inf"))
+        tokens = chosen.argmax(dim=-1)
         logprobs = torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None])[:, 0]
         return tokens, logprobs
     assert uniforms is not None
     scaled = logits / temperature
     logprobs_all = torch.log_softmax(scaled, dim=-1)
     probs = torch.softmax(truncate(scaled, top_k, top_p), dim=-1)
+    if exclude is not None:
+        probs = _without(probs, exclude, 0.0)
     cdf = probs.cumsum(dim=-1)
     target = (uniforms.to(cdf.dtype) * cdf[:, -1])[:, None]
     chosen = torch.searchsorted(cdf, target, right=True).clamp(max=cdf.shape[-1] - 1)
     return chosen[:, 0], logprobs_all.gather(-1, chosen)[:, 0]
+
+
+def _without(values: torch.Tensor, exclude: torch.Tensor, fill: float) -> torch.Tensor:
+    """`values` [B, V] with column exclude[b] of row b set to `fill` (rows with -1 as they are)."""
+    rows = exclude >= 0
+    return values.index_put(
+        (rows.nonzero()[:, 0], exclude[rows]), torch.tensor(fill, device=values.device)
+    )
+
+
+def draft_odds(
+    logits: torch.Tensor, drafts: torch.Tensor, params: SamplingParams
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """For draft tokens [M] and the logits [M, V] at their positions: the probability that
+    sampling draws each one (greedy: 1 for the argmax, else 0) and its log-probability.
+
+    Speculative sampling with a single guessed token keeps it with exactly that probability
+    and otherwise draws from the distribution without it (`choose`'s `exclude`), which
+    leaves every row's tokens distributed as plain sampling's."""
+    logits = logits.float()
+    picked = drafts[:, None]
+    if params.temperature == 0:
+        odds = (logits.argmax(dim=-1) == drafts).float()
+        return odds, torch.log_softmax(logits, dim=-1).gather(-1, picked)[:, 0]
+    scaled = logits / params.temperature
+    probs = torch.softmax(truncate(scaled, params.top_k, params.top_p), dim=-1)
+    return probs.gather(-1, picked)[:, 0], torch.log_softmax(scaled, dim=-1).gather(-1, picked)[
+        :, 0
+    ]
 
 
 _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)

@@ -108,6 +108,7 @@ class Trainer(TrainingRun):
             max_context=config.rollout.max_context,
             inference_dtype=config.model.generation_dtype,
             decode=config.model.decode,
+            draft_tokens=config.model.draft_tokens,
         )
         self.optimizer = torch.optim.AdamW(
             self.params, lr=config.actor.lr, weight_decay=config.actor.weight_decay

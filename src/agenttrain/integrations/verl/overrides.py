@@ -236,6 +236,12 @@ def _model(out: Overrides, config: TrainConfig) -> None:
         "verl generates with its own rollout engine (vLLM/SGLang)",
         matters=False,
     )
+    out.unsupported_key(
+        "model.draft_tokens",
+        model.draft_tokens,
+        "verl generates with its own rollout engine (vLLM/SGLang)",
+        matters=False,
+    )
     out.set("model.generation_dtype", f"{ROLLOUT}.dtype", DTYPES[model.generation_dtype])
     for section in ("actor", "ref"):
         key = f"actor_rollout_ref.{section}.fsdp_config.dtype"
