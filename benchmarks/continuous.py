@@ -103,6 +103,16 @@ def workload_arguments(doc: str, result: str) -> argparse.Namespace:
     return parser.parse_args()
 
 
+def workload(args: argparse.Namespace, batching: str = "") -> str:
+    """The evaluation the runs played, in words (`batching`: a clause such as "continuous
+    batching, ")."""
+    return (
+        f"agenttrain eval on TextCraft test tasks {args.tasks} x {args.n}, "
+        f"{args.concurrency} in flight, {batching}up to {args.max_turns} turns of "
+        f"{args.max_new_tokens} new tokens, T {args.temperature}"
+    )
+
+
 def machine() -> dict:
     return {
         "cpus": torch.get_num_threads(),
@@ -130,11 +140,7 @@ def main() -> None:
     report = {
         "benchmark": "continuous",
         "model": args.model,
-        "workload": (
-            f"agenttrain eval on TextCraft test tasks {args.tasks} x {args.n}, "
-            f"{args.concurrency} in flight, up to {args.max_turns} turns of "
-            f"{args.max_new_tokens} new tokens, T {args.temperature}"
-        ),
+        "workload": workload(args),
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "machine": machine(),
         "runs": [{k: v for k, v in r.items() if not k.startswith("_")} for r in runs],

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator
 
 from agenttrain.policy import decoder as decoder_module
-from continuous import eval_config, machine, run_once, workload_arguments, write_report
+from continuous import eval_config, machine, run_once, workload, workload_arguments, write_report
 
 COUNTS = {"drafted_tokens": 0, "accepted_tokens": 0}
 
@@ -68,11 +68,7 @@ def main() -> None:
     report = {
         "benchmark": "draft_tokens",
         "model": args.model,
-        "workload": (
-            f"agenttrain eval on TextCraft test tasks {args.tasks} x {args.n}, "
-            f"{args.concurrency} in flight, continuous batching, up to {args.max_turns} turns "
-            f"of {args.max_new_tokens} new tokens, T {args.temperature}"
-        ),
+        "workload": workload(args, "continuous batching, "),
         "machine": machine(),
         "runs": runs,
         "identical_episodes": "not compared: guesses spend a row's uniforms differently",

@@ -25,6 +25,7 @@ from continuous import (  # benchmarks/ is the folder
     eval_config,
     machine,
     run_once,
+    workload,
     workload_arguments,
     write_report,
 )
@@ -39,11 +40,16 @@ def cache(kind: str) -> Iterator[None]:
     cls = decoder_module.LlamaFamilyDecoder
     init, reserve = cls.__init__, decoder_module.Arena.reserve
 
-    def old_way(self, model, stop_ids, pad_id, slots=32):  # type: ignore[no-untyped-def]
-        init(self, model, stop_ids, pad_id, slots)
+    def old_way(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        init(self, *args, **kwargs)
         self.cache_dtype, self.split_attention = torch.float32, True
         self.arena = decoder_module.Arena(
-            len(self.layers), self.kv_heads, self.head_dim, torch.float32, self.device, slots
+            len(self.layers),
+            self.kv_heads,
+            self.head_dim,
+            torch.float32,
+            self.device,
+            self.arena.max_slots,
         )
 
     def measured(self, columns):  # type: ignore[no-untyped-def]
@@ -79,11 +85,7 @@ def main() -> None:
     report = {
         "benchmark": "kv_cache",
         "model": args.model,
-        "workload": (
-            f"agenttrain eval on TextCraft test tasks {args.tasks} x {args.n}, "
-            f"{args.concurrency} in flight, continuous batching, up to {args.max_turns} turns "
-            f"of {args.max_new_tokens} new tokens, T {args.temperature}"
-        ),
+        "workload": workload(args, "continuous batching, "),
         "machine": machine(),
         "runs": runs,
         "identical_episodes": f"{same} of {len(replies['weights'])}",
