@@ -49,7 +49,7 @@ JOIN_EVERY = 4
 prefill pass of its own, so requests that arrive a few steps apart are run together."""
 DRAFT_TOKENS = 6
 """Guessed tokens checked per row and decode step (0: off). On 2 CPU cores, TextCraft evaluations
-generated 1.7x the tokens a second with 6 as without, about as many as with 8
+generated 1.55-1.7x the tokens a second with 6 as without, about as many as with 8
 (docs/benchmarks.md, "Guessed tokens")."""
 
 
@@ -350,7 +350,8 @@ class LlamaFamilyDecoder:
         }
         """Counters a benchmark or test can read: prompt tokens run through the model, prompt
         tokens copied from another row instead, decode steps that attended a shared prefix,
-        rows that joined a batch while others were decoding (continuous batching)."""
+        rows that joined a batch while others were decoding (continuous batching), guessed
+        tokens checked and kept."""
 
     # -- the forward pass ---------------------------------------------------------------
 
