@@ -9,6 +9,7 @@
 # the 2.9B shape's decode against the anchor (about 5 minutes), e.g. CHECKS="decode big";
 # "big_grpo" GRPO steps of Qwen2.5 1.5B (full) and 7B (LoRA) shapes (about 8 minutes);
 # "continuous" an evaluation with fixed batches, then continuous batching (at most 5 minutes);
+# "draft" guessed tokens on the graph path, after sft_then_grpo (at most 4 minutes);
 # "recipe" the GPU recipe end to end (issue 22 item 4, issue 26's tens of steps), resumable.
 set -uo pipefail
 OUT=${OUT:?set OUT to a folder for the results}
@@ -97,6 +98,16 @@ for row in rows:
 EOF
 }
 wants sft_then_grpo && step_summary "$OUT/grpo/metrics.jsonl" | tee -a "$OUT/summary.txt"
+# 2b. Guessed tokens on the graph path (off by default there until this measures them): the
+#     SFT checkpoint of check 2 evaluates without and with 6 guesses a step, one process
+#     (needs sft_then_grpo in the same CHECKS). On 2 CPU cores the arena path gained 1.55x.
+if [ "$QUICK" = 1 ]; then DRAFT=(--tasks 0-1 -n 1 --max-turns 2 --max-new-tokens 8)
+else DRAFT=(--tasks 0-63 -n 2 --concurrency 128); fi
+if wants draft; then
+  SFT_CKPT=$(ls -d "$OUT"/sft/checkpoints/step-* 2>/dev/null | sort -V | tail -n 1)
+  check draft 240 "$PY" benchmarks/draft_tokens.py --device "$DEVICE" --model "${SFT_CKPT:-none}" \
+    "${DRAFT[@]}" --drafts 0,6 --out "$OUT/draft_tokens_$DEVICE.json"
+fi
 # 3. The 2.9B Qwen2.5 shape (random weights: speed only) against the anchor, one turn, 32 and
 #    128 rows (issue 22's target: >= 1.0x). GPU only: the model is made on the card.
 if wants big && [ "$DEVICE" = cuda ]; then

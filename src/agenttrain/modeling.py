@@ -14,7 +14,6 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from agenttrain.policy.decoder import DRAFT_TOKENS
 from agenttrain.policy.hf import resolve_inference_dtype
 from agenttrain.policy.models import load_hf, resolve
 
@@ -40,10 +39,12 @@ class ModelConfig(BaseModel):
     decode: Literal["auto", "arena", "graph"] = "auto"
     """Decode path: graph (static-shape steps, CUDA graphs on a GPU), arena (tuned for CPU),
     auto: graph on CUDA, arena elsewhere. Both give the same tokens greedily."""
-    draft_tokens: int = Field(DRAFT_TOKENS, ge=0)
-    """Arena path: tokens guessed from each row's own context and checked in the same decode
-    step, kept as sampling would draw them (speculative sampling; tokens distributed as
-    without); 0 = off. Several tokens a step where replies repeat their context."""
+    draft_tokens: int | None = Field(None, ge=0)
+    """Tokens guessed from each row's own context and checked in the same decode step, kept
+    as sampling would draw them (speculative sampling; tokens distributed as without); 0 =
+    off. Several tokens a step where replies repeat their context. None: the decode path's
+    default: 6 on the arena path (measured on CPU), 0 on the graph path (not yet
+    measured on a card)."""
     train_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Autocast precision of training passes (fp32 master weights and optimizer either way);
     auto: bf16 on CUDA and on CPUs with native bf16, else fp32."""

@@ -4,6 +4,7 @@ model's own forward pass, on a tiny random model; on CPU the same step runs eage
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import pytest
@@ -245,10 +246,14 @@ def session(decoder, template_policy, tokenizer, params):
         pytest.param("inductor", marks=pytest.mark.slow),  # what a GPU runs (C++ here)
     ],
 )
-def test_the_compiled_step_samples_what_the_eager_step_samples(tokenizer, monkeypatch, backend):
+@pytest.mark.parametrize("draft_tokens", [0, 4])
+def test_the_compiled_step_samples_what_the_eager_step_samples(
+    tokenizer, monkeypatch, backend, draft_tokens
+):
     """On a GPU each layer of a step runs compiled (inductor fuses its ~57 ops); the compiled
     code must give the eager step's tokens and log-probs, through arena growth and batch-size
-    changes, with one compiled layer for all layers (a few shape variants, not one a layer)."""
+    changes, with one compiled layer for all layers (a few shape variants, not one a layer),
+    with guessed tokens too (their acceptance runs compiled)."""
     from agenttrain.policy import graph_decoder
 
     real_compile = torch.compile
@@ -261,18 +266,19 @@ def test_the_compiled_step_samples_what_the_eager_step_samples(tokenizer, monkey
     policy = HFPolicy(model, tokenizer, name="tiny", decode="arena")
     stops = policy.template.stop_ids
     params = SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=12)
-    eager = GraphDecoder(model, stops, 0, slots=8, capacity=64, compile_step=False)
+    build = functools.partial(GraphDecoder, slots=8, capacity=64, draft_tokens=draft_tokens)
+    eager = build(model, stops, 0, compile_step=False)
     expected = session(eager, policy, tokenizer, params)
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    compiled = GraphDecoder(model, stops, 0, slots=8, capacity=64, compile_step=True)
+    compiled = build(model, stops, 0, compile_step=True)
     got = session(compiled, policy, tokenizer, params)
     assert compiled.stats["compile_failures"] == 0 and compiled.arena.version > 0
     assert [tokens for tokens, _ in got] == [tokens for tokens, _ in expected]
     for (_, a), (_, b) in zip(got, expected, strict=True):
         assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-4
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    assert 2 <= graphs <= 6, f"{graphs} compiled graphs for 10 layers"
+    assert 2 <= graphs <= 6 + 4 * bool(draft_tokens), f"{graphs} compiled graphs for 10 layers"
 
 
 def test_a_step_that_cannot_compile_decodes_eagerly_and_says_so(

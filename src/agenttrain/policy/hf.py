@@ -22,7 +22,7 @@ from agenttrain.policy.base import Generation, GenerationRequest, RequestStream,
 from agenttrain.policy.chat import ChatTemplate
 from agenttrain.policy.decoder import DRAFT_TOKENS, LlamaFamilyDecoder, supports
 from agenttrain.policy.generic import GenericDecoder
-from agenttrain.policy.graph_decoder import GraphDecoder
+from agenttrain.policy.graph_decoder import GRAPH_DRAFT_TOKENS, GraphDecoder
 from agenttrain.policy.merged import is_lora, merged_copy, merged_state
 
 DEFAULT_SLOTS = 32
@@ -67,7 +67,7 @@ class HFPolicy:
         inference_dtype: InferenceDtype | None = None,
         decode: DecodePath = "auto",
         compile_step: bool | None = None,
-        draft_tokens: int = DRAFT_TOKENS,
+        draft_tokens: int | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -93,11 +93,20 @@ class HFPolicy:
             decode = "graph" if device.type == "cuda" else "arena"
         if fast and supports(model) and decode == "graph":
             self.decoder = GraphDecoder(
-                self.generator_model, stop_ids, pad_id, cache_slots, compile_step=compile_step
-            )  # compile_step None: compiled on CUDA
+                self.generator_model,
+                stop_ids,
+                pad_id,
+                cache_slots,
+                compile_step=compile_step,  # None: compiled on CUDA
+                draft_tokens=GRAPH_DRAFT_TOKENS if draft_tokens is None else draft_tokens,
+            )
         elif fast and supports(model):
             self.decoder = LlamaFamilyDecoder(
-                self.generator_model, stop_ids, pad_id, cache_slots, draft_tokens
+                self.generator_model,
+                stop_ids,
+                pad_id,
+                cache_slots,
+                DRAFT_TOKENS if draft_tokens is None else draft_tokens,
             )
         else:
             self.decoder = GenericDecoder(self.generator_model, stop_ids, pad_id)

@@ -86,11 +86,10 @@ def choose(
 
 
 def _without(values: torch.Tensor, exclude: torch.Tensor, fill: float) -> torch.Tensor:
-    """`values` [B, V] with column exclude[b] of row b set to `fill` (rows with -1 as they are)."""
-    rows = exclude >= 0
-    return values.index_put(
-        (rows.nonzero()[:, 0], exclude[rows]), torch.tensor(fill, device=values.device)
-    )
+    """`values` [B, V] with column exclude[b] of row b set to `fill` (rows with -1 as they are).
+    A comparison, not an index: fixed shapes and no host sync, so a captured graph runs it."""
+    columns = torch.arange(values.shape[-1], device=values.device)
+    return values.masked_fill(columns[None, :] == exclude[:, None], fill)
 
 
 def draft_odds(
@@ -102,16 +101,22 @@ def draft_odds(
     Speculative sampling with a single guessed token keeps it with exactly that probability
     and otherwise draws from the distribution without it (`choose`'s `exclude`), which
     leaves every row's tokens distributed as plain sampling's."""
+    return guess_odds(logits, drafts, params.temperature, params.top_k, params.top_p)
+
+
+def guess_odds(
+    logits: torch.Tensor, drafts: torch.Tensor, temperature: float, top_k: int, top_p: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`draft_odds` with the sampling settings as plain values (a compiled step's arguments)."""
     logits = logits.float()
     picked = drafts[:, None]
-    if params.temperature == 0:
+    if temperature == 0:
         odds = (logits.argmax(dim=-1) == drafts).float()
         return odds, torch.log_softmax(logits, dim=-1).gather(-1, picked)[:, 0]
-    scaled = logits / params.temperature
-    probs = torch.softmax(truncate(scaled, params.top_k, params.top_p), dim=-1)
-    return probs.gather(-1, picked)[:, 0], torch.log_softmax(scaled, dim=-1).gather(-1, picked)[
-        :, 0
-    ]
+    scaled = logits / temperature
+    probs = torch.softmax(truncate(scaled, top_k, top_p), dim=-1)
+    logprobs = torch.log_softmax(scaled, dim=-1)
+    return probs.gather(-1, picked)[:, 0], logprobs.gather(-1, picked)[:, 0]
 
 
 _GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)
@@ -132,6 +137,20 @@ def counter_bits(seeds: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
     return z ^ _shift(z, 31)
 
 
+def _uniforms(keys: torch.Tensor, counters: torch.Tensor) -> torch.Tensor:
+    """Uniforms in (0, 1), never 0 or 1, from 24 of the (key, counter) pairs' random bits
+    (exact in float32); keys and counters broadcast."""
+    bits = _shift(counter_bits(keys, counters), 40)
+    return (bits.float() + 0.5) * (1.0 / (1 << 24))
+
+
+def counter_uniforms(seeds: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """One uniform per (row seed, step) [B, ...], from another stream than `race`'s noise:
+    what a graph-captured step accepts guessed tokens with (`draft_odds`)."""
+    keys = counter_bits(seeds, torch.full_like(seeds, -2))  # race keys its rows with 0
+    return _uniforms(keys.view(-1, *[1] * (steps.dim() - 1)), steps)
+
+
 def race(
     logits: torch.Tensor,
     temperature: float,
@@ -139,10 +158,11 @@ def race(
     top_p: float,
     seeds: torch.Tensor,
     steps: torch.Tensor,
+    exclude: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`choose`'s tokens and log-probabilities, drawn by the Gumbel-max race instead of the
     inverse CDF: argmax over the vocabulary of (truncated logit + Gumbel noise), the noise
-    from each row's seed and step and the token's index.
+    from each row's seed and step and the token's index. `exclude` as in `choose`.
 
     Why: a cumulative sum over a 49k vocabulary did not compile on CUDA (inductor's scan
     codegen failed), so the sampling step ran eagerly; a race is elementwise work and one
@@ -150,16 +170,17 @@ def race(
     """
     logits = logits.float()
     if temperature == 0:
-        return choose(logits, 0.0, top_k, top_p, None)
+        return choose(logits, 0.0, top_k, top_p, None, exclude)
     scaled = logits / temperature
     logprobs_all = torch.log_softmax(scaled, dim=-1)
     vocab = scaled.shape[-1]
     rows = counter_bits(seeds, torch.zeros_like(seeds))  # decorrelates nearby seeds
     index = steps[:, None] * vocab + torch.arange(vocab, device=scaled.device)[None, :]
-    bits = _shift(counter_bits(rows[:, None], index), 40)  # 24 bits: exact in float32
-    uniforms = (bits.float() + 0.5) * (1.0 / (1 << 24))  # in (0, 1), never 0 or 1
-    noise = -torch.log(-torch.log(uniforms))
-    chosen = (truncate(scaled, top_k, top_p) + noise).argmax(dim=-1, keepdim=True)
+    noise = -torch.log(-torch.log(_uniforms(rows[:, None], index)))
+    racing = truncate(scaled, top_k, top_p)
+    if exclude is not None:
+        racing = _without(racing, exclude, float("-inf"))
+    chosen = (racing + noise).argmax(dim=-1, keepdim=True)
     return chosen[:, 0], logprobs_all.gather(-1, chosen)[:, 0]
 
 
