@@ -172,3 +172,34 @@ def test_a_stopped_eval_keeps_a_random_sample_of_tasks_not_the_first_ones(tmp_pa
     assert sum(depth >= 2 for depth in first_quarter) >= 10, first_quarter
     episodes = [json.loads(line) for line in (out / "oracle" / "episodes.jsonl").open()]
     assert [e["task_id"] for e in episodes] == select_tasks("textcraft", "test", None)
+
+
+def test_draft_tokens_reach_the_decoder_and_do_not_split_an_evaluation(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """`--draft-tokens` sets the decoder's guesses; guesses change speed, not what is
+    sampled, so an evaluation continued with another value keeps the episodes it played."""
+    from agenttrain.policy import hf
+
+    built = []
+    init = hf.HFPolicy.__init__
+
+    def recording(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self.decoder.draft_tokens)
+
+    monkeypatch.setattr(hf.HFPolicy, "__init__", recording)
+    out = tmp_path / "eval"
+    common = ["eval", "--model", str(tiny_model_dir), "--max-turns", "1", "--max-new-tokens", "4"]
+    first = runner.invoke(
+        app, [*common, "--tasks", "0-1", "--draft-tokens", "0", "--out", str(out)]
+    )
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(
+        app, [*common, "--tasks", "0-2", "--draft-tokens", "3", "--out", str(out)]
+    )
+    assert second.exit_code == 0, second.output
+    assert "2 episodes already played, 1 to go" in " ".join(second.output.split())
+    third = runner.invoke(app, [*common, "--tasks", "3", "--out", str(tmp_path / "other")])
+    assert third.exit_code == 0, third.output
+    assert built == [0, 3, 6]  # the CPU (arena) path's default: 6

@@ -10,6 +10,7 @@ import typer
 
 from agenttrain.cli.eval_options import (
     BackendOption,
+    DraftTokensOption,
     DtypeOption,
     EnvOption,
     EvalOutOption,
@@ -60,6 +61,7 @@ def eval_command(
     backend: BackendOption = "hf",
     device: DeviceOption = "cpu",
     dtype: DtypeOption = "auto",
+    draft_tokens: DraftTokensOption = None,
     concurrency: ConcurrencyOption = 32,
     server: ServerOption = None,
     token: TokenOption = None,
@@ -138,6 +140,7 @@ def _eval_config(flags: Mapping[str, Any]) -> EvalConfig:
         token=flags["token"],
         device=flags["device"],
         inference_dtype=flags["dtype"],
+        draft_tokens=flags["draft_tokens"],
         openai_base_url=flags["openai_base_url"],
         max_env_error_rate=flags["max_env_error_rate"],
         out=flags["out"] or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S"),

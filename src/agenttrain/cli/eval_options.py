@@ -51,6 +51,14 @@ BackendOption = Annotated[Literal["hf", "vllm", "openai"], typer.Option()]
 DtypeOption = Annotated[
     Literal["auto", "float32", "bfloat16"], typer.Option(help="Generation precision.")
 ]
+DraftTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Tokens guessed from each reply's own context and checked per decode step "
+        "(sampled tokens distributed as without; 0 = off). Default: 6 on CPU, 0 on a GPU.",
+    ),
+]
 OpenaiBaseUrlOption = Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL")]
 MaxEnvErrorRateOption = Annotated[
     float,

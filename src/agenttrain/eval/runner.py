@@ -55,6 +55,8 @@ class EvalConfig(BaseModel):
     token: str | None = None
     device: str = "cpu"
     inference_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    draft_tokens: int | None = Field(None, ge=0)
+    """Guessed tokens per decode step (`model.draft_tokens`); None: the decode path's default."""
     openai_base_url: str | None = None
     max_env_error_rate: float = Field(
         0.05,
@@ -381,7 +383,9 @@ def _evaluate_model(
     console: Console,
 ) -> ModelResult:
     spec = get_spec(config.env)
-    settings = config.model_dump(mode="json", exclude={"models", "out", "replace"})
+    # Guesses change the speed, not the distribution of what is sampled: not a setting that
+    # makes earlier episodes in the folder incomparable.
+    settings = config.model_dump(mode="json", exclude={"models", "out", "replace", "draft_tokens"})
     record = ModelFolder(config.out / slug(model), {**settings, "model": model}, config.replace)
     done = record.finished()
     todo = [r for r in play_order(requests) if episode_key(r.task_id, r.seed, r.sample) not in done]
@@ -432,6 +436,7 @@ def _play(
         backend=config.backend,
         device=config.device,
         inference_dtype=config.inference_dtype,
+        draft_tokens=config.draft_tokens,
         system_prompt=config.rollout.system_prompt,
         max_context=config.rollout.max_context,
         openai_base_url=config.openai_base_url,

@@ -22,6 +22,7 @@ def load_policy(
     device: str = "cpu",
     inference_dtype: Literal["auto", "float32", "bfloat16"] = "auto",
     decode: Literal["auto", "arena", "graph"] = "auto",
+    draft_tokens: int | None = None,
     system_prompt: str | None = None,
     max_context: int | None = None,
     openai_base_url: str | None = None,
@@ -60,4 +61,5 @@ def load_policy(
         max_context=max_context,
         inference_dtype=inference_dtype,
         decode=decode,
+        draft_tokens=draft_tokens,
     )
