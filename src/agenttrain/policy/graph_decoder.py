@@ -304,12 +304,13 @@ class GraphDecoder(LlamaFamilyDecoder):
         )
         steps = counts[:, None] + offsets[None, :guesses]
         passes = valid & (counter_uniforms(seeds, steps) < odds.view(count, guesses))
-        leading = passes.long().cumprod(1)
-        ends = leading.bool() & (
-            torch.isin(drafts, self._stop_tensor) | (steps + 1 >= limits[:, None])
-        )
+        # the guesses before the first rejected one (a reduction, not a cumulative product:
+        # inductor's scan codegen has failed on CUDA before, see sampling.race)
+        first_rejected = torch.where(passes, guesses, offsets[None, :guesses]).amin(1)
+        leading = offsets[None, :guesses] < first_rejected[:, None]
+        ends = leading & (torch.isin(drafts, self._stop_tensor) | (steps + 1 >= limits[:, None]))
         ended = ends.any(1)
-        kept = torch.where(ended, ends.long().argmax(1) + 1, leading.sum(1))
+        kept = torch.where(ended, ends.long().argmax(1) + 1, first_rejected)
         at = kept.clamp(max=guesses - 1)
         rejected = valid.gather(1, at[:, None])[:, 0] & (kept < guesses) & ~ended
         exclude = torch.where(rejected, drafts.gather(1, at[:, None])[:, 0], -1)
