@@ -28,6 +28,7 @@ from agenttrain.cli.eval_options import (
     TasksOption,
     TemperatureOption,
     TopPOption,
+    WorkersOption,
 )
 from agenttrain.cli.options import (
     ConcurrencyOption,
@@ -63,6 +64,7 @@ def eval_command(
     dtype: DtypeOption = "auto",
     draft_tokens: DraftTokensOption = None,
     concurrency: ConcurrencyOption = 32,
+    workers: WorkersOption = 1,
     server: ServerOption = None,
     token: TokenOption = None,
     openai_base_url: OpenaiBaseUrlOption = None,
@@ -141,6 +143,7 @@ def _eval_config(flags: Mapping[str, Any]) -> EvalConfig:
         device=flags["device"],
         inference_dtype=flags["dtype"],
         draft_tokens=flags["draft_tokens"],
+        workers=flags["workers"],
         openai_base_url=flags["openai_base_url"],
         max_env_error_rate=flags["max_env_error_rate"],
         out=flags["out"] or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S"),

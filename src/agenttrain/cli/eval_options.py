@@ -59,6 +59,15 @@ DraftTokensOption = Annotated[
         "(sampled tokens distributed as without; 0 = off). Default: 6 on CPU, 0 on a GPU.",
     ),
 ]
+WorkersOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Processes playing each model's episodes, each with its share of the CPU's "
+        "threads and --concurrency episodes in flight (CPU only; on 2 cores, 2 workers "
+        "generate ~2x the tokens of 1).",
+    ),
+]
 OpenaiBaseUrlOption = Annotated[str | None, typer.Option(envvar="OPENAI_BASE_URL")]
 MaxEnvErrorRateOption = Annotated[
     float,

@@ -13,12 +13,12 @@ import random
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Console
 
 from agenttrain.agent.formats import get_format
@@ -57,6 +57,10 @@ class EvalConfig(BaseModel):
     inference_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     draft_tokens: int | None = Field(None, ge=0)
     """Guessed tokens per decode step (`model.draft_tokens`); None: the decode path's default."""
+    workers: int = Field(1, ge=1)
+    """Processes playing one model's episodes at once, each with its share of the CPU's
+    threads: on a CPU, 2 single-threaded processes generate ~2x the tokens of one process
+    (eval/workers.py). A GPU is fed by one process."""
     openai_base_url: str | None = None
     max_env_error_rate: float = Field(
         0.05,
@@ -67,6 +71,16 @@ class EvalConfig(BaseModel):
     out: Path = Path("runs/eval")
     replace: bool = False
     """Discard a model's earlier evaluation in `out` made with other settings (else refused)."""
+
+    @model_validator(mode="after")
+    def _workers_on_cpu(self) -> EvalConfig:
+        if self.workers > 1 and (self.device != "cpu" or self.backend != "hf"):
+            raise ValueError(
+                f"workers={self.workers} splits a CPU's threads between processes: it needs "
+                f"--device cpu and --backend hf (here {self.device}, {self.backend}); "
+                "a GPU or a server is fed by one process (--workers 1)"
+            )
+        return self
 
 
 PLAIN_PROGRESS_LINES = 20
@@ -383,9 +397,10 @@ def _evaluate_model(
     console: Console,
 ) -> ModelResult:
     spec = get_spec(config.env)
-    # Guesses change the speed, not the distribution of what is sampled: not a setting that
-    # makes earlier episodes in the folder incomparable.
-    settings = config.model_dump(mode="json", exclude={"models", "out", "replace", "draft_tokens"})
+    # Guesses and workers change the speed, not the distribution of what is sampled: not
+    # settings that make earlier episodes in the folder incomparable.
+    speed_only = {"draft_tokens", "workers"}
+    settings = config.model_dump(mode="json", exclude={"models", "out", "replace", *speed_only})
     record = ModelFolder(config.out / slug(model), {**settings, "model": model}, config.replace)
     done = record.finished()
     todo = [r for r in play_order(requests) if episode_key(r.task_id, r.seed, r.sample) not in done]
@@ -424,15 +439,76 @@ def _play(
     console: Console,
     record: ModelFolder,
 ) -> tuple[list[Trajectory], dict[str, Any], bool]:
-    """Play `requests` with `model`: (trajectories, engine stats, whether it has tokens).
-    Each episode is appended to the model's partial file as it ends."""
-    spec = get_spec(config.env)
-    action_format = get_format(config.rollout.action_format, config.env)
+    """Play `requests` with `model`, here or in `config.workers` processes: (trajectories,
+    engine stats, whether it has tokens). Each episode is appended to the model's partial file
+    as it ends."""
     started = time.perf_counter()
+    played: list[Trajectory] = []
+    display = progress_display(console, "solved {solved} {speed}", max_lines=PLAIN_PROGRESS_LINES)
+    with display as progress:
+        bar = progress.add_task(model[-40:], total=len(requests), solved="0", speed="")
+        rate = RunningRate([episode_key(r.task_id, r.seed, r.sample) for r in requests])
+
+        def on_episode(trajectory: Trajectory) -> None:
+            record.append(trajectory)
+            played.append(trajectory)
+            rate.add(
+                episode_key(trajectory.task_id, trajectory.seed, trajectory.sample),
+                trajectory.success,
+            )
+            tokens = sum(t.generated_tokens for t in played)
+            speed = f"{tokens / (time.perf_counter() - started):.0f} tok/s" if tokens else ""
+            progress.update(bar, advance=1, solved=rate.describe(), speed=speed)
+
+        if config.workers > 1 and len(requests) > 1:
+            import torch
+
+            from agenttrain.eval.workers import play_in_workers
+
+            threads = max(1, torch.get_num_threads() // config.workers)
+            stats, has_tokens = play_in_workers(config, model, requests, on_episode, threads)
+        else:
+            stats, has_tokens = _play_here(config, envs, loop, model, requests, on_episode)
+    return played, stats, has_tokens
+
+
+def play_episodes(
+    config: EvalConfig,
+    model: str,
+    requests: list[EpisodeRequest],
+    on_episode: Callable[[Trajectory], None],
+) -> tuple[dict[str, Any], bool]:
+    """`_play_here` with its own environments and event loop (an evaluation worker's)."""
+    envs = EnvSource(
+        config.env,
+        kwargs=config.env_kwargs,
+        servers=config.servers,
+        token=config.token,
+        timeout_s=config.rollout.env_timeout_s,
+    )
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(envs.open(sorted({r.task_id for r in requests})))
+        return _play_here(config, envs, loop, model, requests, on_episode)
+    finally:
+        loop.run_until_complete(envs.aclose())
+        loop.close()
+
+
+def _play_here(
+    config: EvalConfig,
+    envs: EnvSource,
+    loop: asyncio.AbstractEventLoop,
+    model: str,
+    requests: list[EpisodeRequest],
+    on_episode: Callable[[Trajectory], None],
+) -> tuple[dict[str, Any], bool]:
+    """Play `requests` with `model` in this process: (engine stats, whether it has tokens)."""
+    spec = get_spec(config.env)
     policy = load_policy(
         model,
         env=config.env,
-        action_format=action_format,
+        action_format=get_format(config.rollout.action_format, config.env),
         backend=config.backend,
         device=config.device,
         inference_dtype=config.inference_dtype,
@@ -446,25 +522,9 @@ def _play(
         top_p=config.top_p,
         max_new_tokens=config.rollout.max_new_tokens,
     )
-    display = progress_display(console, "solved {solved} {speed}", max_lines=PLAIN_PROGRESS_LINES)
-    with display as progress:
-        bar = progress.add_task(model[-40:], total=len(requests), solved="0", speed="")
-        rate = RunningRate([episode_key(r.task_id, r.seed, r.sample) for r in requests])
-
-        def on_episode(trajectory: Trajectory) -> None:
-            record.append(trajectory)
-            rate.add(
-                episode_key(trajectory.task_id, trajectory.seed, trajectory.sample),
-                trajectory.success,
-            )
-            elapsed = time.perf_counter() - started
-            tokens = engine.stats["generated_tokens"]
-            speed = f"{tokens / elapsed:.0f} tok/s" if tokens else ""
-            progress.update(bar, advance=1, solved=rate.describe(), speed=speed)
-
-        engine = RolloutEngine(policy, spec, envs.environment, config.rollout, sampling, on_episode)
-        trajectories = loop.run_until_complete(_run(engine, requests))
-    return trajectories, dict(engine.stats), policy.template is not None
+    engine = RolloutEngine(policy, spec, envs.environment, config.rollout, sampling, on_episode)
+    loop.run_until_complete(_run(engine, requests))
+    return dict(engine.stats), policy.template is not None
 
 
 async def _run(engine: RolloutEngine, requests: list[EpisodeRequest]) -> list[Trajectory]:

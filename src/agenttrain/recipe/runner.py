@@ -285,7 +285,7 @@ class Recipe(RecipeReport):
         )
         own = self.rft_dir / "own.jsonl"
         counts_file = self.rft_dir / "sampling.json"
-        own_settings = sampler.model_dump(mode="json", exclude={"out"})
+        own_settings = sampler.model_dump(mode="json", exclude={"out", "workers"})
         settings = self.stage_settings("RFT samples", own_settings)
         if own.exists() and counts_file.exists():
             self._reuse("RFT samples", settings, own, "rft/sft", "eval")
@@ -327,7 +327,13 @@ class Recipe(RecipeReport):
                 }
             ),
             device=self.sft_config.model.device,
+            workers=self.eval_workers,
         )
+
+    @property
+    def eval_workers(self) -> int:
+        """`eval.workers` on a CPU; a GPU is fed by one process."""
+        return self.config.eval.workers if self.sft_config.model.device == "cpu" else 1
 
     def screen(self, model: str) -> Path:
         """`model`'s episodes on the tasks GRPO can draw, in <out>/screen/ (a finished
@@ -348,7 +354,8 @@ class Recipe(RecipeReport):
                 max_new_tokens=screen.max_new_tokens or grpo.rollout.max_new_tokens,
             ),
         ).model_copy(update={"out": self.out / "screen"})
-        settings = self.stage_settings("screening", config.model_dump(mode="json", exclude={"out"}))
+        own = config.model_dump(mode="json", exclude={"out", "workers"})
+        settings = self.stage_settings("screening", own)
         folder = config.out / slug(model)
         if (folder / "summary.json").exists():
             self._reuse("screening", settings, folder, "grpo", "rft", "eval")
@@ -458,6 +465,7 @@ class Recipe(RecipeReport):
                 max_in_flight=settings.concurrency,
             ),
             device=self.sft_config.model.device,
+            workers=self.eval_workers,
             out=self.out / "eval",
         )
 
@@ -473,7 +481,7 @@ class Recipe(RecipeReport):
             folder = config.out / slug(model)
             samples = self.config.eval.base_n if label == "base" else None
             single = config.model_copy(update={"models": [model], "n": samples or config.n})
-            own = single.model_dump(mode="json", exclude={"out"})
+            own = single.model_dump(mode="json", exclude={"out", "workers"})  # speed only
             settings = self.stage_settings(label, own)
             if (folder / "summary.json").exists():
                 self._reuse(f"eval {label}", settings, folder)
