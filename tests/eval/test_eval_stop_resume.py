@@ -39,14 +39,17 @@ def keys(path):
 
 
 @pytest.mark.slow  # two evaluation processes
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("signum", "code", "workers"),
+    [(signal.SIGINT, 130, "1"), (signal.SIGTERM, 143, "1"), (signal.SIGINT, 130, "2")],
+)
 def test_a_stopped_eval_keeps_its_episodes_and_the_same_command_finishes_it(
-    tiny_model_dir, tmp_path, signum, code
+    tiny_model_dir, tmp_path, signum, code, workers
 ):
     out = tmp_path / "eval"
     partial = out / slug(str(tiny_model_dir)) / "episodes.partial.jsonl"
     process = subprocess.Popen(
-        eval_command(tiny_model_dir, out),
+        eval_command(tiny_model_dir, out, "--workers", workers),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
