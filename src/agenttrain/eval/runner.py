@@ -13,75 +13,25 @@ import random
 import shutil
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rich.console import Console
 
-from agenttrain.agent.formats import get_format
 from agenttrain.envs import get_spec
 from agenttrain.envs.source import EnvSource
+from agenttrain.eval.config import EvalConfig
 from agenttrain.eval.metrics import differences_to_first, summarize
+from agenttrain.eval.playing import play_here
 from agenttrain.eval.resume import ModelFolder, episode_key
 from agenttrain.eval.running import RunningRate
-from agenttrain.policy.base import SamplingParams
-from agenttrain.policy.loader import load_policy
 from agenttrain.policy.models import resolve
-from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig, RolloutEngine
+from agenttrain.rollout.engine import EpisodeRequest, RolloutConfig
 from agenttrain.rollout.trajectory import Trajectory, read_jsonl
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import progress_display
-
-
-class EvalConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    env: str = "textcraft"
-    split: str = Field("test", description="a split name, or 'all' for every task id")
-    tasks: list[int] | None = Field(None, description="positions within the split")
-    models: list[str] = Field(default_factory=lambda: ["smollm2-135m"])
-    backend: Literal["hf", "vllm", "openai"] = "hf"
-    n: int = Field(1, ge=1, description="samples per task and seed")
-    seeds: list[int] = Field(default_factory=lambda: [0])
-    temperature: float = Field(0.7, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Constructor arguments of the in-process environment."""
-    servers: list[str] = Field(default_factory=list)
-    token: str | None = None
-    device: str = "cpu"
-    inference_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    draft_tokens: int | None = Field(None, ge=0)
-    """Guessed tokens per decode step (`model.draft_tokens`); None: the decode path's default."""
-    workers: int = Field(1, ge=1)
-    """Processes playing one model's episodes at once, each with its share of the CPU's
-    threads: on a CPU, 2 single-threaded processes generate ~2x the tokens of one process
-    (eval/workers.py). A GPU is fed by one process."""
-    openai_base_url: str | None = None
-    max_env_error_rate: float = Field(
-        0.05,
-        ge=0,
-        le=1,
-        description="largest share of env-error episodes a model's scores may rest on",
-    )
-    out: Path = Path("runs/eval")
-    replace: bool = False
-    """Discard a model's earlier evaluation in `out` made with other settings (else refused)."""
-
-    @model_validator(mode="after")
-    def _workers_on_cpu(self) -> EvalConfig:
-        if self.workers > 1 and (self.device != "cpu" or self.backend != "hf"):
-            raise ValueError(
-                f"workers={self.workers} splits a CPU's threads between processes: it needs "
-                f"--device cpu and --backend hf (here {self.device}, {self.backend}); "
-                "a GPU or a server is fed by one process (--workers 1)"
-            )
-        return self
-
 
 PLAIN_PROGRESS_LINES = 20
 """Progress lines per model when the output is a log file rather than a terminal."""
@@ -468,69 +418,5 @@ def _play(
             threads = max(1, torch.get_num_threads() // config.workers)
             stats, has_tokens = play_in_workers(config, model, requests, on_episode, threads)
         else:
-            stats, has_tokens = _play_here(config, envs, loop, model, requests, on_episode)
+            stats, has_tokens = play_here(config, envs, loop, model, requests, on_episode)
     return played, stats, has_tokens
-
-
-def play_episodes(
-    config: EvalConfig,
-    model: str,
-    requests: list[EpisodeRequest],
-    on_episode: Callable[[Trajectory], None],
-) -> tuple[dict[str, Any], bool]:
-    """`_play_here` with its own environments and event loop (an evaluation worker's)."""
-    envs = EnvSource(
-        config.env,
-        kwargs=config.env_kwargs,
-        servers=config.servers,
-        token=config.token,
-        timeout_s=config.rollout.env_timeout_s,
-    )
-    loop = asyncio.new_event_loop()
-    try:
-        loop.run_until_complete(envs.open(sorted({r.task_id for r in requests})))
-        return _play_here(config, envs, loop, model, requests, on_episode)
-    finally:
-        loop.run_until_complete(envs.aclose())
-        loop.close()
-
-
-def _play_here(
-    config: EvalConfig,
-    envs: EnvSource,
-    loop: asyncio.AbstractEventLoop,
-    model: str,
-    requests: list[EpisodeRequest],
-    on_episode: Callable[[Trajectory], None],
-) -> tuple[dict[str, Any], bool]:
-    """Play `requests` with `model` in this process: (engine stats, whether it has tokens)."""
-    spec = get_spec(config.env)
-    policy = load_policy(
-        model,
-        env=config.env,
-        action_format=get_format(config.rollout.action_format, config.env),
-        backend=config.backend,
-        device=config.device,
-        inference_dtype=config.inference_dtype,
-        draft_tokens=config.draft_tokens,
-        system_prompt=config.rollout.system_prompt,
-        max_context=config.rollout.max_context,
-        openai_base_url=config.openai_base_url,
-    )
-    sampling = SamplingParams(
-        temperature=config.temperature,
-        top_p=config.top_p,
-        max_new_tokens=config.rollout.max_new_tokens,
-    )
-    engine = RolloutEngine(policy, spec, envs.environment, config.rollout, sampling, on_episode)
-    loop.run_until_complete(_run(engine, requests))
-    return dict(engine.stats), policy.template is not None
-
-
-async def _run(engine: RolloutEngine, requests: list[EpisodeRequest]) -> list[Trajectory]:
-    try:
-        return await engine.run(requests)
-    finally:
-        closer = getattr(engine.policy, "aclose", None)  # e.g. the OpenAI policy's HTTP session
-        if closer is not None:
-            await closer()

@@ -14,13 +14,11 @@ import queue
 import signal
 import traceback
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agenttrain.eval.config import EvalConfig
 from agenttrain.rollout.engine import EpisodeRequest
 from agenttrain.rollout.trajectory import Trajectory
-
-if TYPE_CHECKING:
-    from agenttrain.eval.runner import EvalConfig
 
 POLL_S = 0.5
 """How often the parent checks that its workers are alive while it waits for episodes."""
@@ -111,7 +109,7 @@ def _worker(
     try:
         import torch
 
-        from agenttrain.eval.runner import EvalConfig, play_episodes
+        from agenttrain.eval.playing import play_episodes
 
         torch.set_num_threads(threads)
         config = EvalConfig.model_validate(config_json)
