@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -101,6 +102,16 @@ def workload_arguments(doc: str, result: str) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", help="cuda: the graph decoder streams")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / result)
     return parser.parse_args()
+
+
+def pop_int_list(option: str, default: list[int]) -> list[int]:
+    """`option 0,6` taken out of sys.argv (a benchmark's own option, not a workload one)."""
+    if option not in sys.argv:
+        return default
+    at = sys.argv.index(option)
+    values = [int(n) for n in sys.argv[at + 1].split(",")]
+    del sys.argv[at : at + 2]
+    return values
 
 
 def workload(args: argparse.Namespace, batching: str = "") -> str:

@@ -17,11 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from collections.abc import Iterator
 
 from agenttrain.policy import decoder as decoder_module
-from continuous import eval_config, machine, run_once, workload, workload_arguments, write_report
+from continuous import (
+    eval_config,
+    machine,
+    pop_int_list,
+    run_once,
+    workload,
+    workload_arguments,
+    write_report,
+)
 
 COUNTS = {"drafted_tokens": 0, "accepted_tokens": 0}
 
@@ -48,11 +55,7 @@ def drafting(tokens: int) -> Iterator[None]:
 
 
 def main() -> None:
-    drafts = [0, decoder_module.DRAFT_TOKENS]
-    if "--drafts" in sys.argv:  # not one of the shared workload options
-        at = sys.argv.index("--drafts")
-        drafts = [int(n) for n in sys.argv[at + 1].split(",")]
-        del sys.argv[at : at + 2]
+    drafts = pop_int_list("--drafts", [0, decoder_module.DRAFT_TOKENS])
     args = workload_arguments(__doc__, "draft_tokens.json")
     config = eval_config(args)
     runs = []

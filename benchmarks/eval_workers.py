@@ -14,17 +14,20 @@ Usage: python benchmarks/eval_workers.py --model runs/textcraft-recipe/sft/check
 from __future__ import annotations
 
 import json
-import sys
 
-from continuous import eval_config, machine, run_once, workload, workload_arguments, write_report
+from continuous import (
+    eval_config,
+    machine,
+    pop_int_list,
+    run_once,
+    workload,
+    workload_arguments,
+    write_report,
+)
 
 
 def main() -> None:
-    counts = [1, 2]
-    if "--workers" in sys.argv:  # not one of the shared workload options
-        at = sys.argv.index("--workers")
-        counts = [int(n) for n in sys.argv[at + 1].split(",")]
-        del sys.argv[at : at + 2]
+    counts = pop_int_list("--workers", [1, 2])
     args = workload_arguments(__doc__, "eval_workers.json")
     config = eval_config(args)
     runs, replies = [], {}

@@ -17,6 +17,17 @@ from agenttrain.rollout.engine import EpisodeRequest, RolloutEngine
 from agenttrain.rollout.trajectory import Trajectory
 
 
+def env_source(config: EvalConfig) -> EnvSource:
+    """The environments `config` plays: in-process, or behind its servers."""
+    return EnvSource(
+        config.env,
+        kwargs=config.env_kwargs,
+        servers=config.servers,
+        token=config.token,
+        timeout_s=config.rollout.env_timeout_s,
+    )
+
+
 def play_episodes(
     config: EvalConfig,
     model: str,
@@ -24,13 +35,7 @@ def play_episodes(
     on_episode: Callable[[Trajectory], None],
 ) -> tuple[dict[str, Any], bool]:
     """`play_here` with its own environments and event loop (an evaluation worker's)."""
-    envs = EnvSource(
-        config.env,
-        kwargs=config.env_kwargs,
-        servers=config.servers,
-        token=config.token,
-        timeout_s=config.rollout.env_timeout_s,
-    )
+    envs = env_source(config)
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(envs.open(sorted({r.task_id for r in requests})))

@@ -24,7 +24,7 @@ from agenttrain.envs import get_spec
 from agenttrain.envs.source import EnvSource
 from agenttrain.eval.config import EvalConfig
 from agenttrain.eval.metrics import differences_to_first, summarize
-from agenttrain.eval.playing import play_here
+from agenttrain.eval.playing import env_source, play_here
 from agenttrain.eval.resume import ModelFolder, episode_key
 from agenttrain.eval.running import RunningRate
 from agenttrain.policy.models import resolve
@@ -221,13 +221,7 @@ def evaluate(config: EvalConfig, console: Console | None = None) -> list[ModelRe
     models = expand_models(config.models)
     for model in models:  # fail on a typo before spending an hour on the first model
         resolve(model)
-    envs = EnvSource(
-        config.env,
-        kwargs=config.env_kwargs,
-        servers=config.servers,
-        token=config.token,
-        timeout_s=config.rollout.env_timeout_s,
-    )
+    envs = env_source(config)
     loop = asyncio.new_event_loop()  # one loop, so one HTTP pool serves every model
     created = not config.out.exists()
     results: list[ModelResult] = []
