@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import signal
+import time
 
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
-from agenttrain.eval.workers import shares
+from agenttrain.eval.workers import shares, wind_down
 from agenttrain.rollout.engine import EpisodeRequest
 
 runner = CliRunner()
@@ -67,3 +70,20 @@ def test_shares_deal_requests_round_robin_and_drop_empty_ones():
     dealt = shares(requests, 2)
     assert [[r.task_id for r in part] for part in dealt] == [[0, 2, 4], [1, 3]]
     assert len(shares(requests[:1], 3)) == 1
+
+
+def test_workers_that_finished_exit_by_themselves_and_failed_runs_do_not_wait():
+    """After the last episode a worker still exits (its exit handlers unlink its semaphores);
+    stopping it then left Python's 'leaked semaphore objects' warning at the end of `make
+    demo`. After a failure or Ctrl-C nothing is waited for."""
+    context = multiprocessing.get_context("spawn")
+    exiting = [context.Process(target=time.sleep, args=(0.5,)) for _ in range(2)]
+    for process in exiting:
+        process.start()
+    wind_down(exiting, grace_s=30.0)
+    assert [p.exitcode for p in exiting] == [0, 0]
+    stuck = context.Process(target=time.sleep, args=(60,))
+    stuck.start()
+    started = time.monotonic()
+    wind_down([stuck], grace_s=0.0)
+    assert stuck.exitcode == -signal.SIGTERM and time.monotonic() - started < 30

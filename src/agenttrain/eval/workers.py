@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import queue
 import signal
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,6 +23,9 @@ from agenttrain.rollout.trajectory import Trajectory
 
 POLL_S = 0.5
 """How often the parent checks that its workers are alive while it waits for episodes."""
+EXIT_GRACE_S = 30.0
+"""How long workers that sent all their episodes get to exit on their own: a worker killed
+while it exits skips its exit handlers, and Python then warns of leaked semaphores."""
 
 
 class WorkerFailed(RuntimeError):
@@ -57,14 +61,27 @@ def play_in_workers(
     ]
     for process in processes:
         process.start()
+    finished = False
     try:
-        return _collect(events, processes, on_episode)
+        result = _collect(events, processes, on_episode)
+        finished = True
+        return result
     finally:
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-        for process in processes:
-            process.join()
+        wind_down(processes, EXIT_GRACE_S if finished else 0.0)
+        events.close()
+
+
+def wind_down(processes: Sequence[Any], grace_s: float) -> None:
+    """Let the workers exit by themselves for up to `grace_s` seconds (all of them together),
+    then stop the rest: after a failure or Ctrl-C `grace_s` is 0 and nothing is waited for."""
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join()
 
 
 def _collect(
