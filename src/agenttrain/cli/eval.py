@@ -239,6 +239,7 @@ def compare(
         write_markdown,
     )
     from agenttrain.eval.compare import compare as compare_runs
+    from agenttrain.eval.failures import failures_table
 
     try:
         comparison = compare_runs(runs)
@@ -252,6 +253,8 @@ def compare(
     if comparison.breakdown is not None:
         console.print(breakdown_table(comparison.breakdown))
         console.print(legend(comparison.breakdown), soft_wrap=True, highlight=False)
+    if comparison.failures is not None:
+        console.print(failures_table(comparison.failures))
     for table in decision_tables(comparison.decisions) if comparison.decisions else []:
         console.print(table)
     console.print(f"Report: {report}", soft_wrap=True)

@@ -177,6 +177,10 @@ class EnvSpec:
     """Whether an observation says the environment refused the action and changed nothing
     (TextCraft: "Could not find enough items to craft ..."). Training's
     `reward.loop_penalty` counts actions sent again unchanged after such a refusal."""
+    refusal_kind: Callable[[str], str | None] | None = None
+    """What kind of refusal an observation is, in a few words, or None when it is not one
+    (TextCraft: "made-up recipe", "missing ingredients"). `agenttrain compare` files each
+    failed episode under its first refusal's kind (without it: "refused action")."""
     recoveries: Callable[[int, Sequence[str]], tuple[int, int]] | None = None
     """Given a task and the actions sent: (refusals for something lacking that were followed
     by another action, those whose next action went after what was lacking). TextCraft: a

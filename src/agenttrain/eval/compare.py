@@ -39,6 +39,7 @@ from agenttrain.eval.decisions import (
     plot_field,
     plot_name,
 )
+from agenttrain.eval.failures import FailureView, failure_view, failures_section
 from agenttrain.eval.metrics import (
     BOOTSTRAP_RESAMPLES,
     CONFIDENCE,
@@ -99,6 +100,8 @@ class Comparison:
     """JSON actions' parse rate and field distributions; None when no run acts in JSON."""
     breakdown: BreakdownView | None = None
     """Success by the environment's breakdown key (TextCraft: depth); None without one."""
+    failures: FailureView | None = None
+    """What went wrong first in each failed episode; None when no run failed."""
 
     @property
     def first(self) -> Run:
@@ -256,7 +259,8 @@ def compare(paths: Sequence[Path]) -> Comparison:
     spec = _single_spec(runs)
     decisions = decision_view(labelled, (spec.action_fields or None) if spec else None)
     breakdown = breakdown_view(labelled, spec.breakdown_key if spec else None)
-    return Comparison(runs, differences, shared, decisions, breakdown)
+    failures = failure_view(labelled, spec)
+    return Comparison(runs, differences, shared, decisions, breakdown, failures)
 
 
 def _single_spec(runs: Sequence[Run]) -> EnvSpec | None:
@@ -506,11 +510,16 @@ def _breakdown_section(comparison: Comparison, out: Path) -> list[str]:
     return breakdown_section(view, comparison.first.label) if view else []
 
 
+def _failures_section(comparison: Comparison, out: Path) -> list[str]:
+    return failures_section(comparison.failures) if comparison.failures else []
+
+
 SECTIONS: list[Callable[[Comparison, Path], list[str]]] = [
     _runs_section,
     _differences_section,
     _plot_section,
     _breakdown_section,
+    _failures_section,
     _decisions_section,
 ]
 """The parts of compare.md, in order; a new view of the runs is one more function here."""

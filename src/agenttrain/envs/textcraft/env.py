@@ -12,7 +12,7 @@ from agenttrain.envs.base import (
 )
 from agenttrain.envs.prompts import agentgym_conversation_start, conversation_start
 from agenttrain.envs.textcraft.actions import parse_action
-from agenttrain.envs.textcraft.game import TextCraftGame, refused
+from agenttrain.envs.textcraft.game import TextCraftGame, refusal_kind, refused
 from agenttrain.envs.textcraft.oracle import ORACLE, goal_from_observation
 from agenttrain.envs.textcraft.progress import progress
 from agenttrain.envs.textcraft.recipes import default_book, display_name
@@ -58,6 +58,7 @@ SPEC = EnvSpec(
     oracle=ORACLE,
     progress=progress,
     refused=refused,
+    refusal_kind=refusal_kind,
     recoveries=recoveries,
     states=inventory_states,
     action_verbs=("get", "craft", "inventory"),

@@ -41,6 +41,24 @@ def refused(observation: str) -> bool:
     return observation.startswith(REFUSALS)
 
 
+REFUSAL_KINDS = (
+    (NOT_ENOUGH, "missing ingredients"),
+    ("Could not find a valid recipe", "made-up recipe"),
+    ("Could not find ", "refused get (craftable or unknown item)"),
+    ("Could not execute", "unknown command"),
+    ("Wrong item format: ", "wrong item format"),
+)
+"""Each refusal's opening words and its kind, most specific first."""
+
+
+def refusal_kind(observation: str) -> str | None:
+    """What the game refused an action for, in a few words; None when it did not refuse."""
+    for opening, kind in REFUSAL_KINDS:
+        if observation.startswith(opening):
+            return kind
+    return None
+
+
 @dataclass(frozen=True)
 class ItemRef:
     """A typed name resolved to either a tag or an item id (exactly one is set)."""
