@@ -118,3 +118,25 @@ def test_runs_without_a_failure_get_no_section(tmp_path):
         write_jsonl(tmp_path / name / "episodes.jsonl", [played(name, 0, *SOLVE)])
     comparison = compare([tmp_path / "a" / "episodes.jsonl", tmp_path / "b" / "episodes.jsonl"])
     assert comparison.failures is None
+
+
+def test_failures_are_also_told_within_each_depth(tmp_path):
+    """What fails at depth 1 is not what fails deeper: one table per breakdown group."""
+    sft, grpo = write_runs(tmp_path)
+    deeper = [played("sft", 4, "get 1 beacon"), played("grpo", 4, "get 1 beacon")]
+    for episode, file in zip(deeper, (sft, grpo), strict=True):
+        episode.task_info = {"depth": 2}  # labelled deeper: only the grouping is under test
+        write_jsonl(file, [episode], append=True)
+    comparison = compare([sft, grpo])
+    assert list(comparison.failures_by_group) == ["1", "2"]
+    depth2 = comparison.failures_by_group["2"]
+    assert depth2.failed == {label: (1, 1) for label in depth2.failed}
+    assert set(depth2.kinds) == {"refused get (craftable or unknown item)"}
+    first = comparison.first.label
+    assert comparison.failures_by_group["1"].failed[first] == (4, 4)
+    out = tmp_path / "cmp"
+    result = runner.invoke(app, ["compare", str(sft), str(grpo), "--out", str(out)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    markdown = (out / "compare.md").read_text().split("## How episodes failed")[1]
+    assert "### depth 1" in markdown and "### depth 2" in markdown
+    assert "| refused get (craftable or unknown item) | 1 (100%) | 1 (100%) |" in markdown

@@ -39,7 +39,12 @@ from agenttrain.eval.decisions import (
     plot_field,
     plot_name,
 )
-from agenttrain.eval.failures import FailureView, failure_view, failures_section
+from agenttrain.eval.failures import (
+    FailureView,
+    failure_view,
+    failure_views_by,
+    failures_section,
+)
 from agenttrain.eval.metrics import (
     BOOTSTRAP_RESAMPLES,
     CONFIDENCE,
@@ -102,6 +107,8 @@ class Comparison:
     """Success by the environment's breakdown key (TextCraft: depth); None without one."""
     failures: FailureView | None = None
     """What went wrong first in each failed episode; None when no run failed."""
+    failures_by_group: dict[str, FailureView] = field(default_factory=dict)
+    """The same within each group of the breakdown key (groups with a failure)."""
 
     @property
     def first(self) -> Run:
@@ -258,9 +265,11 @@ def compare(paths: Sequence[Path]) -> Comparison:
     labelled = [(run.label, run.trajectories) for run in runs]
     spec = _single_spec(runs)
     decisions = decision_view(labelled, (spec.action_fields or None) if spec else None)
-    breakdown = breakdown_view(labelled, spec.breakdown_key if spec else None)
+    key = spec.breakdown_key if spec else None
+    breakdown = breakdown_view(labelled, key)
     failures = failure_view(labelled, spec)
-    return Comparison(runs, differences, shared, decisions, breakdown, failures)
+    by_group = failure_views_by(labelled, spec, key) if breakdown else {}
+    return Comparison(runs, differences, shared, decisions, breakdown, failures, by_group)
 
 
 def _single_spec(runs: Sequence[Run]) -> EnvSpec | None:
@@ -511,7 +520,9 @@ def _breakdown_section(comparison: Comparison, out: Path) -> list[str]:
 
 
 def _failures_section(comparison: Comparison, out: Path) -> list[str]:
-    return failures_section(comparison.failures) if comparison.failures else []
+    view, by_group = comparison.failures, comparison.failures_by_group
+    key = comparison.breakdown.key if comparison.breakdown else None
+    return failures_section(view, by_group, key) if view else []
 
 
 SECTIONS: list[Callable[[Comparison, Path], list[str]]] = [

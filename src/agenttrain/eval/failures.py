@@ -7,7 +7,8 @@ refused ("format error"), or an action the environment refused, named by the env
 `EnvSpec.refusal_kind` (TextCraft: "made-up recipe", "missing ingredients", ...). An episode
 in which nothing was refused is filed under how it ended (the turn limit, the context limit).
 Beside it, how many failed episodes resent a refused action word for word: a loop that
-changes nothing.
+changes nothing. Where the environment has a breakdown key (TextCraft: depth) the same
+table follows for each group: what fails at depth 1 is not what fails at depth 3.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich import box
 from rich.table import Table
 
 from agenttrain.envs.base import EnvSpec
+from agenttrain.eval.breakdown import group_of, order
 from agenttrain.rl.rewards import looping_turns
 from agenttrain.rollout.trajectory import Trajectory
 
@@ -90,6 +92,23 @@ def failure_view(
     return FailureView(kinds, counts, failed, loops if loops else None)
 
 
+def failure_views_by(
+    runs: Sequence[tuple[str, Sequence[Trajectory]]], spec: EnvSpec | None, key: str | None
+) -> dict[str, FailureView]:
+    """`failure_view` within each value of the breakdown `key` (groups without a failure
+    left out), numbers in numeric order."""
+    if key is None:
+        return {}
+    groups = {group_of(t, key) for _, trajectories in runs for t in trajectories} - {None}
+    views = {}
+    for group in sorted(groups, key=order):
+        within = [(label, [t for t in ts if group_of(t, key) == group]) for label, ts in runs]
+        view = failure_view(within, spec)
+        if view is not None:
+            views[group] = view
+    return views
+
+
 def _cell(view: FailureView, label: str, count: int) -> str:
     failed = view.failed[label][0]
     return f"{count} ({count / failed:.0%})" if failed else "-"
@@ -107,8 +126,10 @@ def failure_rows(view: FailureView) -> list[list[str]]:
     return rows
 
 
-def failures_section(view: FailureView) -> list[str]:
-    """compare.md's "How episodes failed"."""
+def failures_section(
+    view: FailureView, by_group: dict[str, FailureView], key: str | None
+) -> list[str]:
+    """compare.md's "How episodes failed", overall then within each group of `key`."""
     labels = list(view.failed)
     lines = [
         "## How episodes failed",
@@ -119,9 +140,15 @@ def failures_section(view: FailureView) -> list[str]:
         "failures). Last row: failed episodes that sent a refused action again, word for "
         "word.",
         "",
-        "| | " + " | ".join(labels) + " |",
-        "|---" + "|---:" * len(labels) + "|",
     ]
+    lines += _markdown_table(view, labels)
+    for group, within in by_group.items():
+        lines += [f"### {key} {group}", "", *_markdown_table(within, labels)]
+    return lines
+
+
+def _markdown_table(view: FailureView, labels: list[str]) -> list[str]:
+    lines = ["| | " + " | ".join(labels) + " |", "|---" + "|---:" * len(labels) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in failure_rows(view)]
     return [*lines, ""]
 
