@@ -216,9 +216,11 @@ def compare(
 ) -> None:
     """Compare evaluations: success with 95% intervals, reward, parse rate, format errors,
     turns, env errors, and each run minus the first over the tasks both played; success by
-    the environment's breakdown key (TextCraft: depth), paired within each group. Where actions
-    are JSON objects: JSON parse rate, share of -1 rewards, and each numeric field's
-    distribution (mean, std, quantiles, plot, Kolmogorov-Smirnov test against the first).
+    the environment's breakdown key (TextCraft: depth), paired within each group; how episodes
+    failed (the first refused action's kind, TextCraft: made-up recipe, missing ingredients,
+    ...; and how many resent a refused action). Where actions are JSON objects: JSON parse
+    rate, share of -1 rewards, and each numeric field's distribution (mean, std, quantiles,
+    plot, Kolmogorov-Smirnov test against the first).
 
     Exit status: 0 done, 2 an argument is not an evaluation or shares no task with the first.
 
