@@ -34,7 +34,7 @@ def group_of(trajectory: Trajectory, key: str) -> str | None:
     return None if value is None else str(value)
 
 
-def order(value: str) -> tuple[int, float, str]:
+def _order(value: str) -> tuple[int, float, str]:
     """Numbers in numeric order (depth 2 before depth 10), then names."""
     try:
         return (0, float(value), value)
@@ -56,7 +56,7 @@ def breakdown_view(
             group = group_of(trajectory, key)
             if group is not None:
                 mine.setdefault(group, []).append(trajectory)
-    groups = sorted({g for by_group in grouped.values() for g in by_group}, key=order)
+    groups = sorted({g for by_group in grouped.values() for g in by_group}, key=_order)
     if len(groups) < 2:
         return None
     solved = {

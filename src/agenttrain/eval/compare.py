@@ -268,7 +268,9 @@ def compare(paths: Sequence[Path]) -> Comparison:
     key = spec.breakdown_key if spec else None
     breakdown = breakdown_view(labelled, key)
     failures = failure_view(labelled, spec)
-    by_group = failure_views_by(labelled, spec, key) if breakdown else {}
+    by_group = (
+        failure_views_by(labelled, spec, breakdown.key, breakdown.groups) if breakdown else {}
+    )
     return Comparison(runs, differences, shared, decisions, breakdown, failures, by_group)
 
 

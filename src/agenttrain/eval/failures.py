@@ -21,7 +21,7 @@ from rich import box
 from rich.table import Table
 
 from agenttrain.envs.base import EnvSpec
-from agenttrain.eval.breakdown import group_of, order
+from agenttrain.eval.breakdown import group_of
 from agenttrain.rl.rewards import looping_turns
 from agenttrain.rollout.trajectory import Trajectory
 
@@ -93,15 +93,15 @@ def failure_view(
 
 
 def failure_views_by(
-    runs: Sequence[tuple[str, Sequence[Trajectory]]], spec: EnvSpec | None, key: str | None
+    runs: Sequence[tuple[str, Sequence[Trajectory]]],
+    spec: EnvSpec | None,
+    key: str,
+    groups: Sequence[str],
 ) -> dict[str, FailureView]:
-    """`failure_view` within each value of the breakdown `key` (groups without a failure
-    left out), numbers in numeric order."""
-    if key is None:
-        return {}
-    groups = {group_of(t, key) for _, trajectories in runs for t in trajectories} - {None}
+    """`failure_view` within each of the breakdown's `groups` of `key` (groups without a
+    failure left out)."""
     views = {}
-    for group in sorted(groups, key=order):
+    for group in groups:
         within = [(label, [t for t in ts if group_of(t, key) == group]) for label, ts in runs]
         view = failure_view(within, spec)
         if view is not None:
