@@ -143,3 +143,25 @@ def test_the_cpu_recipes_run_the_measured_arms(name, tmp_path):
     assert (evaluation.n, evaluation.temperature, evaluation.rollout.max_turns) == (4, 0.6, 10)
     assert evaluation.rollout.max_new_tokens == reply_tokens
     assert evaluation.tasks == list(range(100))
+
+
+def test_the_recovery_recipe_is_make_demos_with_the_measured_differences(tmp_path):
+    """configs/textcraft_recipe_recovery.yaml is the arm measured from `make demo`'s recipe
+    (docs/results.md, #26): quoting recovery demonstrations, 10 depth-1 steps, the KL guard.
+    Anything else drifting would make its figures belong to an unmeasured arm."""
+    ours = recipe_from("textcraft_recipe_recovery.yaml", tmp_path / "recovery")
+    demo = recipe_from("textcraft_recipe.yaml", tmp_path / "demo")
+    differences = {"recovery": 0.5, "recovery_from": "both", "quote_recipes": True}
+    assert ours.config.demos == demo.config.demos.model_copy(update=differences)
+    assert same_but(ours.sft_config, demo.sft_config, "run", "data")
+    assert same_but(ours.sft_config.data, demo.sft_config.data, "train")
+    mine, theirs = ours.grpo_stage_config("m", None), demo.grpo_stage_config("m", None)
+    for part in ("env", "rollout", "sampling", "data", "reward", "actor", "model"):
+        assert getattr(mine, part) == getattr(theirs, part), part
+    assert (mine.trainer.total_steps, theirs.trainer.total_steps) == (10, 6)
+    assert (mine.algorithm.kl.coef, theirs.algorithm.kl.coef) == (0.1, 0.001)
+    assert same_but(mine.algorithm.kl, theirs.algorithm.kl, "coef")
+    assert same_but(mine.algorithm, theirs.algorithm, "kl")
+    assert ours.eval_config(["m"]) == demo.eval_config(["m"]).model_copy(
+        update={"out": ours.eval_config(["m"]).out}
+    )
