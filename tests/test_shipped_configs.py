@@ -162,6 +162,5 @@ def test_the_recovery_recipe_is_make_demos_with_the_measured_differences(tmp_pat
     assert (mine.algorithm.kl.coef, theirs.algorithm.kl.coef) == (0.1, 0.001)
     assert same_but(mine.algorithm.kl, theirs.algorithm.kl, "coef")
     assert same_but(mine.algorithm, theirs.algorithm, "kl")
-    assert ours.eval_config(["m"]) == demo.eval_config(["m"]).model_copy(
-        update={"out": ours.eval_config(["m"]).out}
-    )
+    evaluation = ours.eval_config(["m"])
+    assert evaluation == demo.eval_config(["m"]).model_copy(update={"out": evaluation.out})
