@@ -145,12 +145,14 @@ def test_the_cpu_recipes_run_the_measured_arms(name, tmp_path):
     assert evaluation.tasks == list(range(100))
 
 
-def test_the_recovery_recipe_is_make_demos_with_the_measured_differences(tmp_path):
-    """configs/textcraft_recipe_recovery.yaml is the arm measured from `make demo`'s recipe
+def test_make_demos_recipe_is_the_plain_one_with_the_measured_differences(tmp_path):
+    """configs/textcraft_recipe.yaml (`make demo`) is the arm measured from the plain recipe
     (docs/results.md, #26): quoting recovery demonstrations, 10 depth-1 steps, the KL guard.
     Anything else drifting would make its figures belong to an unmeasured arm."""
-    ours = recipe_from("textcraft_recipe_recovery.yaml", tmp_path / "recovery")
-    demo = recipe_from("textcraft_recipe.yaml", tmp_path / "demo")
+    makefile = (Path(__file__).parents[1] / "Makefile").read_text()
+    assert "agenttrain recipe configs/textcraft_recipe.yaml\n" in makefile  # what it measures
+    ours = recipe_from("textcraft_recipe.yaml", tmp_path / "recovery")
+    demo = recipe_from("textcraft_recipe_plain.yaml", tmp_path / "demo")
     differences = {"recovery": 0.5, "recovery_from": "both", "quote_recipes": True}
     assert ours.config.demos == demo.config.demos.model_copy(update=differences)
     assert same_but(ours.sft_config, demo.sft_config, "run", "data")

@@ -138,7 +138,7 @@ def test_the_recipe_demos_stage_quotes_when_asked_and_records_it(tmp_path):
 
     def demos_stage(*extra: str) -> Recipe:
         overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1]", *extra]
-        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), overrides))
+        return Recipe(load_recipe(Path("configs/textcraft_recipe_plain.yaml"), overrides))
 
     path = demos_stage("demos.quote_recipes=true").make_demos()
     records = [json.loads(line) for line in path.read_text().splitlines()]
