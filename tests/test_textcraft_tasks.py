@@ -87,3 +87,21 @@ def test_splits_are_disjoint_complete_and_stratified_like_agentgym():
     assert train | val | test == set(range(544))
     depths = [task(i).depth for i in splits["test"]]
     assert {d: depths.count(d) for d in (1, 2, 3, 4)} == {1: 31, 2: 41, 3: 25, 4: 3}
+
+
+def test_a_task_is_described_by_goal_depth_and_its_recipes_fewest_ingredient_kinds():
+    """What `agenttrain compare --by ingredients` groups by: a goal whose recipe lists two
+    ingredients is a harder copy for a small model than one that lists one."""
+    describe = get_spec("textcraft").describe
+    assert describe is not None
+
+    def described(goal: str) -> dict[str, object]:
+        return describe(f"Crafting commands:\ncraft 1 x using 1 y\n\nGoal: craft {goal}.")
+
+    assert described("dropper") == {"goal": "dropper", "depth": 1, "ingredients": 2}
+    assert described("beacon")["ingredients"] == 3
+    assert described("oak planks")["ingredients"] == 1
+    # white dye has two recipes of one ingredient each; light blue dye one of 1 and one of 2
+    assert described("white dye")["ingredients"] == 1
+    assert described("light blue dye")["ingredients"] == 1
+    assert describe("Got 1 oak logs") == {}

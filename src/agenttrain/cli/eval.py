@@ -213,10 +213,19 @@ def compare(
         Path | None,
         typer.Option(help="Folder for compare.md and compare.png (default runs/compare-<time>)."),
     ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<attrs>",
+            help="Task attributes to break success down by, comma-separated (TextCraft: "
+            "depth, ingredients, goal); default: the environment's (TextCraft: depth).",
+        ),
+    ] = None,
 ) -> None:
     """Compare evaluations: success with 95% intervals, reward, parse rate, format errors,
     turns, env errors, and each run minus the first over the tasks both played; success by
-    the environment's breakdown key (TextCraft: depth), paired within each group; how episodes
+    the environment's breakdown key (TextCraft: depth) or by `--by`, paired within each
+    group; how episodes
     failed (the first refused action's kind, TextCraft: made-up recipe, missing ingredients,
     ...; and how many resent a refused action). Where actions are JSON objects: JSON parse
     rate, share of -1 rewards, and each numeric field's distribution (mean, std, quantiles,
@@ -227,6 +236,8 @@ def compare(
     Example: agenttrain compare runs/eval-base runs/eval-trained --out runs/compare
 
     Seeds pooled: agenttrain compare runs/eval-sft runs/eval-s0+runs/eval-s1+runs/eval-s2
+
+    By two attributes: agenttrain compare runs/eval-sft runs/eval-grpo --by depth,ingredients
     """
     import sys
     import time
@@ -244,7 +255,7 @@ def compare(
     from agenttrain.eval.failures import failures_table
 
     try:
-        comparison = compare_runs(runs)
+        comparison = compare_runs(runs, by)
     except CompareError as problem:
         raise refusal(problem) from None
     folder = out or Path("runs") / time.strftime("compare-%Y%m%d-%H%M%S")

@@ -1,13 +1,14 @@
 """Success by a task attribute (TextCraft: depth) in `agenttrain compare`.
 
 A headline gain can come from the easy goals alone. Per value of the environment's breakdown
-key, each run's solved episodes, and each later run minus the first within that group, paired
-over the group's shared tasks (the same bootstrap as the headline difference).
+key (or of the attributes `--by` names, comma-separated: `depth,ingredients` groups by both),
+each run's solved episodes, and each later run minus the first within that group, paired over
+the group's shared tasks (the same bootstrap as the headline difference).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich import box
@@ -21,7 +22,8 @@ from agenttrain.rollout.trajectory import Trajectory
 @dataclass
 class BreakdownView:
     key: str
-    """The task_info attribute grouped by (`EnvSpec.breakdown_key`)."""
+    """The task_info attribute grouped by (`EnvSpec.breakdown_key`, or `--by`: one or more,
+    comma-separated)."""
     groups: list[str]
     solved: dict[str, dict[str, tuple[int, int]]]
     """Run label -> group -> (solved, scored episodes); env errors are not scored."""
@@ -29,17 +31,71 @@ class BreakdownView:
     """Later run label -> group -> its success minus the first run's (None: no shared task)."""
 
 
+SEPARATOR = " · "
+"""Between the attributes of a group of several keys: `depth 1 · ingredients 2`."""
+
+
+def keys_of(key: str) -> list[str]:
+    """The attributes a breakdown key names: `depth,ingredients` -> [depth, ingredients]."""
+    return [part.strip() for part in key.split(",") if part.strip()]
+
+
 def group_of(trajectory: Trajectory, key: str) -> str | None:
-    value = trajectory.task_info.get(key)
-    return None if value is None else str(value)
+    """The episode's group: the attribute's value, or `name value` per attribute of a key of
+    several; None when the episode lacks one of them."""
+    keys = keys_of(key)
+    values = [trajectory.task_info.get(name) for name in keys]
+    if any(value is None for value in values):
+        return None
+    if len(keys) == 1:
+        return str(values[0])
+    return SEPARATOR.join(f"{name} {value}" for name, value in zip(keys, values, strict=True))
 
 
-def _order(value: str) -> tuple[int, float, str]:
-    """Numbers in numeric order (depth 2 before depth 10), then names."""
-    try:
-        return (0, float(value), value)
-    except ValueError:
-        return (1, 0.0, value)
+def title(key: str) -> str:
+    """`depth` -> depth, `depth,ingredients` -> depth and ingredients."""
+    return " and ".join(keys_of(key))
+
+
+def heading(key: str, group: str) -> str:
+    """A group's column head: `depth 1` (one attribute), the group itself (several)."""
+    return f"{key} {group}" if len(keys_of(key)) == 1 else group
+
+
+def _values(group: str) -> str:
+    """`depth 1 · ingredients 2` -> `1 · 2`, for a terminal column headed by the names."""
+    if SEPARATOR not in group:
+        return group
+    return SEPARATOR.join(part.rsplit(" ", 1)[-1] for part in group.split(SEPARATOR))
+
+
+def _order(group: str) -> list[tuple[int, float, str]]:
+    """Numbers in numeric order (depth 2 before depth 10), then names; attribute by attribute."""
+    parts = []
+    for part in group.split(SEPARATOR):
+        value = part.rsplit(" ", 1)[-1] if SEPARATOR in group else part
+        try:
+            parts.append((0, float(value), part))
+        except ValueError:
+            parts.append((1, 0.0, part))
+    return parts
+
+
+def described(
+    trajectories: Sequence[Trajectory], key: str, describe: Callable[[str], dict[str, object]]
+) -> None:
+    """Fill attributes of `key` that older episodes did not record (a new attribute of the
+    environment's `describe`) from their first observation, the first user message it can
+    read. In place; episodes it cannot read keep what they have."""
+    wanted = keys_of(key)
+    for trajectory in trajectories:
+        if all(name in trajectory.task_info for name in wanted):
+            continue
+        for message in trajectory.messages:
+            found = describe(message["content"]) if message.get("role") == "user" else {}
+            if found:
+                trajectory.task_info = {**found, **trajectory.task_info}
+                break
 
 
 def breakdown_view(
@@ -98,9 +154,9 @@ def _delta(difference: Difference | None) -> str:
 
 def breakdown_section(view: BreakdownView, first: str) -> list[str]:
     """compare.md's "Success by <key>": solved/scored per run, then the paired differences."""
-    heads = [f"{view.key} {group}" for group in view.groups]
+    heads = [heading(view.key, group) for group in view.groups]
     lines = [
-        f"## Success by {view.key}",
+        f"## Success by {title(view.key)}",
         "",
         "Solved / scored episodes per group; below, each run minus "
         f"{first} within the group, paired over the group's shared tasks.",
@@ -125,12 +181,12 @@ def breakdown_table(view: BreakdownView) -> Table:
     `legend`), then each later run's Δ success against run #1."""
     labels = list(view.solved)
     table = Table(
-        title=f"success by {view.key}",
+        title=f"success by {title(view.key)}",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         collapse_padding=True,
     )
-    table.add_column(view.key, no_wrap=True)
+    table.add_column(SEPARATOR.join(keys_of(view.key)), no_wrap=True)
     for number in range(1, len(labels) + 1):
         table.add_column(f"#{number}", justify="right", no_wrap=True)
     for number in range(2, len(labels) + 1):
@@ -138,7 +194,7 @@ def breakdown_table(view: BreakdownView) -> Table:
     for group in view.groups:
         counts = [_count(view, label, group) for label in labels]
         deltas = [_delta(view.differences[label][group]) for label in labels[1:]]
-        table.add_row(group, *counts, *deltas)
+        table.add_row(_values(group), *counts, *deltas)
     return table
 
 

@@ -28,7 +28,12 @@ import matplotlib.pyplot as plt
 from rich import box
 from rich.table import Table
 
-from agenttrain.eval.breakdown import BreakdownView, breakdown_section, breakdown_view
+from agenttrain.eval.breakdown import (
+    BreakdownView,
+    breakdown_section,
+    breakdown_view,
+    described,
+)
 from agenttrain.eval.decisions import (
     QUANTILES,
     SIGNIFICANCE,
@@ -238,8 +243,9 @@ def _task_keys(run: Run) -> set[tuple[str, int]]:
     return {(t.env, t.task_id) for t in run.trajectories}
 
 
-def compare(paths: Sequence[Path]) -> Comparison:
-    """Load the runs, refuse what cannot be compared, measure each against the first."""
+def compare(paths: Sequence[Path], by: str | None = None) -> Comparison:
+    """Load the runs, refuse what cannot be compared, measure each against the first; success
+    broken down by the task attributes `by` names (default: the environment's breakdown key)."""
     runs = load_runs(paths)
     if len(runs) < 2:
         raise CompareError(
@@ -265,13 +271,32 @@ def compare(paths: Sequence[Path]) -> Comparison:
     labelled = [(run.label, run.trajectories) for run in runs]
     spec = _single_spec(runs)
     decisions = decision_view(labelled, (spec.action_fields or None) if spec else None)
-    key = spec.breakdown_key if spec else None
-    breakdown = breakdown_view(labelled, key)
+    breakdown = _breakdown(labelled, spec, by)
     failures = failure_view(labelled, spec)
     by_group = (
         failure_views_by(labelled, spec, breakdown.key, breakdown.groups) if breakdown else {}
     )
     return Comparison(runs, differences, shared, decisions, breakdown, failures, by_group)
+
+
+def _breakdown(
+    runs: Sequence[tuple[str, Sequence[Trajectory]]], spec: EnvSpec | None, by: str | None
+) -> BreakdownView | None:
+    """The environment's own breakdown, or the one `by` asks for: refused by name when it
+    does not split the episodes into two or more groups."""
+    if by is None:
+        return breakdown_view(runs, spec.breakdown_key if spec else None)
+    if spec is not None and spec.describe is not None:
+        for _, trajectories in runs:
+            described(trajectories, by, spec.describe)
+    view = breakdown_view(runs, by)
+    if view is None:
+        recorded = sorted({name for _, ts in runs for t in ts for name in t.task_info})
+        raise CompareError(
+            f"--by {by}: the episodes do not fall into two or more groups of it; the task "
+            f"attributes they record: {', '.join(recorded) or 'none'}"
+        )
+    return view
 
 
 def _single_spec(runs: Sequence[Run]) -> EnvSpec | None:

@@ -21,7 +21,7 @@ from rich import box
 from rich.table import Table
 
 from agenttrain.envs.base import EnvSpec
-from agenttrain.eval.breakdown import group_of
+from agenttrain.eval.breakdown import group_of, heading
 from agenttrain.rl.rewards import looping_turns
 from agenttrain.rollout.trajectory import Trajectory
 
@@ -143,7 +143,8 @@ def failures_section(
     ]
     lines += _markdown_table(view, labels)
     for group, within in by_group.items():
-        lines += [f"### {key} {group}", "", *_markdown_table(within, labels)]
+        head = heading(key, group) if key else group
+        lines += [f"### {head}", "", *_markdown_table(within, labels)]
     return lines
 
 

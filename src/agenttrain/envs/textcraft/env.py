@@ -21,12 +21,16 @@ from agenttrain.envs.textcraft.tasks import splits, task
 
 
 def describe(observation: str) -> dict[str, object]:
-    """Goal and crafting depth of the task whose first observation this is."""
+    """Goal, crafting depth and ingredient kinds of the task whose first observation this is
+    (`agenttrain compare --by depth,ingredients`: a small model that copies one-ingredient
+    recipes may still fail every goal whose recipe lists two)."""
     try:
         goal = goal_from_observation(observation)
     except ValueError:
         return {}
-    return {"goal": display_name(goal), "depth": default_book().depth(goal)}
+    book = default_book()
+    kinds = min((len(recipe.inputs) for recipe in book.recipes_for(goal)), default=0)
+    return {"goal": display_name(goal), "depth": book.depth(goal), "ingredients": kinds}
 
 
 def depth_of(task_id: int) -> str:
