@@ -62,22 +62,26 @@ def heading(key: str, group: str) -> str:
     return f"{key} {group}" if len(keys_of(key)) == 1 else group
 
 
+def _values_of(group: str) -> list[str]:
+    """`depth 1 · ingredients 2` -> [1, 2]; a group of one attribute is its value already."""
+    if SEPARATOR not in group:
+        return [group]
+    return [part.rsplit(" ", 1)[-1] for part in group.split(SEPARATOR)]
+
+
 def _values(group: str) -> str:
     """`depth 1 · ingredients 2` -> `1 · 2`, for a terminal column headed by the names."""
-    if SEPARATOR not in group:
-        return group
-    return SEPARATOR.join(part.rsplit(" ", 1)[-1] for part in group.split(SEPARATOR))
+    return SEPARATOR.join(_values_of(group))
 
 
 def _order(group: str) -> list[tuple[int, float, str]]:
     """Numbers in numeric order (depth 2 before depth 10), then names; attribute by attribute."""
     parts = []
-    for part in group.split(SEPARATOR):
-        value = part.rsplit(" ", 1)[-1] if SEPARATOR in group else part
+    for value in _values_of(group):
         try:
-            parts.append((0, float(value), part))
+            parts.append((0, float(value), value))
         except ValueError:
-            parts.append((1, 0.0, part))
+            parts.append((1, 0.0, value))
     return parts
 
 
