@@ -77,8 +77,49 @@ def test_a_test_goal_is_recognised_without_a_task_id(tmp_path):
     )
     guard = HeldOutGuard("textcraft")
     (conversation,) = read_conversations(path)
-    with pytest.raises(HeldOutLeak, match="first observation is a textcraft test task"):
+    with pytest.raises(HeldOutLeak, match="shows a textcraft test task's first observation"):
         guard.check(conversation)
+
+
+def test_a_test_goal_is_recognised_behind_an_untrained_first_action(tmp_path):
+    """A recovery demonstration leaves its refused first action out of the loss: the first
+    trained turn answers the refusal, not the first observation. Until 2026-12-05 the guard
+    read only the message before the first trained turn, so such a conversation of a test
+    goal passed."""
+    test_task = get_spec("textcraft").split("test")[3]
+    goal_line = next(
+        line for line in _first_observation(test_task).splitlines() if line.startswith("Goal:")
+    )
+    conversation = [
+        {"from": "human", "value": "Instructions."},
+        {"from": "gpt", "loss": False, "value": "OK."},
+        {
+            "from": "human",
+            "value": "Crafting commands:\ncraft 1 thing using 1 stuff\n\n" + goal_line,
+        },
+        {"from": "gpt", "loss": False, "value": "Thought: get it.\nAction: get 1 thing"},
+        {"from": "human", "value": "Could not find thing"},
+        {"from": "gpt", "value": "Thought: craft it.\nAction: inventory"},
+    ]
+    path = tmp_path / "agenttraj.jsonl"
+    path.write_text(json.dumps({"item_id": "textcraft_0", "conversations": conversation}) + "\n")
+    (read,) = read_conversations(path)
+    with pytest.raises(HeldOutLeak, match="shows a textcraft test task's first observation"):
+        HeldOutGuard("textcraft").check(read)
+
+
+def _first_observation(task_id: int) -> str:
+    import asyncio
+
+    from agenttrain.envs import make_env
+
+    async def reset() -> str:
+        env = make_env("textcraft")
+        text = (await env.reset(task_id)).text
+        await env.close()
+        return text
+
+    return asyncio.run(reset())
 
 
 def test_training_demonstrations_pass_the_guard(demos_file):

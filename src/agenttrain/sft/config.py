@@ -12,6 +12,14 @@ from agenttrain.run.config import ResumeMode, RunConfig, Section
 from agenttrain.sft.data import DataFormat
 
 
+class RepeatConfig(Section):
+    where: str | None = None
+    """Task attributes of the conversations to repeat, e.g. `depth=1,ingredients>=2` (the
+    environment's described attributes, as `agenttrain compare --by` names them)."""
+    times: int = Field(2, ge=1)
+    """Copies of each matching conversation; the rest of `limit` is a sample of the others."""
+
+
 class SFTDataConfig(Section):
     train: list[Path] = Field(default_factory=list, description="JSONL files to train on")
     eval: list[Path] = Field(default_factory=list, description="held-out JSONL files")
@@ -28,6 +36,10 @@ class SFTDataConfig(Section):
     in task order, which for TextCraft is easiest first, so the first N were all shallow goals."""
     system_prompt: str | None = None
     """The system prompt the trained policy will run with (`rollout.system_prompt`)."""
+    repeat: RepeatConfig = Field(default_factory=RepeatConfig)
+    """Every conversation of a rare kind of task, in several copies (sft/repeat.py): a
+    seeded sample of 160 of TextCraft's 390 demonstrations holds 3 or 4 depth-1 goals of two
+    ingredients."""
 
 
 class OptimConfig(Section):

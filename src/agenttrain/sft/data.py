@@ -40,13 +40,13 @@ class Conversation:
     end-of-turn token was the template's, not the model's, so it carries no loss (as in RL)."""
 
     @property
-    def first_observation(self) -> str | None:
-        """The environment's first message: the user message right before the first
-        trained turn (the conversation start comes before it)."""
-        for index, trained in enumerate(self.trainable):
-            if trained and index > 0 and self.messages[index - 1]["role"] == "user":
-                return self.messages[index - 1]["content"]
-        return None
+    def opening(self) -> list[str]:
+        """The user messages before the first trained turn: the instructions (if any), the
+        environment's first observation, and, in a recovery demonstration whose refused first
+        action carries no loss, that refusal. Which of them is the first observation cannot be
+        told from the masks alone."""
+        first = next((i for i, trained in enumerate(self.trainable) if trained), 0)
+        return [m["content"] for m in self.messages[:first] if m["role"] == "user"]
 
 
 def detect_format(record: dict[str, Any]) -> DataFormat:
@@ -137,3 +137,16 @@ def sample_limit(items: list[Item], limit: int | None, seed: str) -> list[Item]:
         return items
     chosen = sorted(random.Random(seed).sample(range(len(items)), limit))
     return [items[i] for i in chosen]
+
+
+def hold_out(items: list[Item], fraction: float, seed: str) -> tuple[list[Item], list[Item]]:
+    """(held out, kept): a seeded `fraction` of the distinct items, at least one; every copy
+    of a held-out item leaves training (`data.repeat` trains some items several times)."""
+    distinct = list({id(item): item for item in items}.values())
+    random.Random(seed).shuffle(distinct)
+    count = max(1, round(len(distinct) * fraction))
+    chosen = {id(item) for item in distinct[:count]}
+    held = [item for item in items if id(item) in chosen]
+    return list({id(item): item for item in held}.values()), [
+        item for item in items if id(item) not in chosen
+    ]

@@ -1,9 +1,10 @@
 """The test-split guard: demonstrations, SFT data and the experience pool never see test tasks.
 
 A conversation is a leak when it names a test task (our formats carry env and task id), or
-when its first observation is a test task's (exact text; for environments whose observation
-names a goal, as TextCraft's does, the same goal — AgentGym's data shows other command lists
-for the same goal, and its ids map to other goals).
+when a user message of its opening (before the first trained turn) is a test task's first
+observation (exact text; for environments whose observation names a goal, as TextCraft's
+does, the same goal — AgentGym's data shows other command lists for the same goal, and its
+ids map to other goals).
 """
 
 from __future__ import annotations
@@ -73,10 +74,12 @@ class HeldOutGuard:
                 f"{conversation.source}: {self.env} task {conversation.task_id} is in the "
                 f"{PROTECTED_SPLIT} split; training data may not contain held-out tasks"
             )
-        first = conversation.first_observation
-        if first is not None and self._identity(first) in self.test_identities:
-            raise HeldOutLeak(
-                f"{conversation.source}: its first observation is a {self.env} "
-                f"{PROTECTED_SPLIT} task's ({self._identity(first)[:60]}); training data may "
-                "not contain held-out tasks"
-            )
+        if not self.test_identities:
+            return
+        for text in conversation.opening:
+            if self._identity(text) in self.test_identities:
+                raise HeldOutLeak(
+                    f"{conversation.source}: it shows a {self.env} {PROTECTED_SPLIT} task's "
+                    f"first observation ({self._identity(text)[:60]}); training data may not "
+                    "contain held-out tasks"
+                )

@@ -8,7 +8,6 @@ and the result goes into the run's report.
 
 from __future__ import annotations
 
-import random
 import time
 import warnings
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import torch
 from rich.console import Console
 
+from agenttrain.envs.registry import get_spec
 from agenttrain.logprobs import logprobs_at
 from agenttrain.modeling import autocast, build_trainable
 from agenttrain.policy.chat import ChatTemplate
@@ -29,8 +29,9 @@ from agenttrain.run.runtime import (
 from agenttrain.run.tracking import device_memory
 from agenttrain.sft.batching import collate, micro_batches, plan_steps
 from agenttrain.sft.config import SFTConfig
-from agenttrain.sft.data import DataError, read_conversations, sample_limit
+from agenttrain.sft.data import DataError, hold_out, read_conversations, sample_limit
 from agenttrain.sft.guard import HeldOutGuard
+from agenttrain.sft.repeat import with_repeats
 from agenttrain.sft.report import write_sft_report
 from agenttrain.sft.tokenize import Example, tokenize
 
@@ -52,6 +53,7 @@ class SFTTrainer(TrainingRun):
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = self.tokenizer.eos_token_id or 0
+        self.repeat_note = ""
         self.train_examples, self.eval_examples = self._load_data()
         self.steps = plan_steps(
             [len(e.ids) for e in self.train_examples],
@@ -92,15 +94,11 @@ class SFTTrainer(TrainingRun):
                 guard.check(conversation)
             return conversations
 
-        train = sample_limit(read(data.train), data.limit, f"{self.config.run.seed}/sft/limit")
+        seed = self.config.run.seed
+        train = self._mix(read(data.train))
         held_out = read(data.eval)
         if not held_out and data.eval_fraction > 0 and len(train) > 1:
-            order = list(range(len(train)))
-            random.Random(f"{self.config.run.seed}/sft/holdout").shuffle(order)
-            count = max(1, round(len(train) * data.eval_fraction))
-            chosen = set(order[:count])
-            held_out = [c for i, c in enumerate(train) if i in chosen]
-            train = [c for i, c in enumerate(train) if i not in chosen]
+            held_out, train = hold_out(train, data.eval_fraction, f"{seed}/sft/holdout")
         if not train:
             raise DataError(f"no trainable conversations in {', '.join(map(str, data.train))}")
 
@@ -110,6 +108,27 @@ class SFTTrainer(TrainingRun):
 
         return encode(train), encode(held_out)
 
+    def _mix(self, pool: list[Any]) -> list[Any]:
+        """The conversations trained on: `data.limit`'s seeded sample of `pool`, with every
+        conversation `data.repeat.where` matches in `data.repeat.times` copies."""
+        data, seed = self.config.data, self.config.run.seed
+        sample = sample_limit(pool, data.limit, f"{seed}/sft/limit")
+        if not data.repeat.where:
+            return sample
+        describe = get_spec(data.env).describe
+        if describe is None:
+            raise DataError(
+                f"data.repeat.where: {data.env} does not describe its tasks (those that do "
+                "set describe in their spec, e.g. textcraft)"
+            )
+        mixed, matched = with_repeats(
+            pool, sample, data.repeat.where, data.repeat.times, data.limit, describe, str(seed)
+        )
+        self.repeat_note = (
+            f"; {matched} conversations where {data.repeat.where}, x{data.repeat.times} each"
+        )
+        return mixed
+
     def describe_data(self) -> str:
         tokens = sum(len(e.ids) for e in self.train_examples)
         trained = sum(e.trained_tokens for e in self.train_examples)
@@ -117,7 +136,7 @@ class SFTTrainer(TrainingRun):
         return (
             f"{len(self.train_examples)} training conversations ({tokens} tokens, {trained} "
             f"trained on{f', {truncated} truncated' if truncated else ''}); "
-            f"{len(self.eval_examples)} held out; {self.total_steps} steps"
+            f"{len(self.eval_examples)} held out; {self.total_steps} steps{self.repeat_note}"
         )
 
     # -- optimisation -----------------------------------------------------------------------
