@@ -473,3 +473,23 @@ def test_memory_a_stage_freed_goes_back_to_the_system_before_the_next():
     )
     before, after = map(int, done.stdout.split())
     assert before - after > 300, (before, after)
+
+
+def test_an_sft_stage_recorded_before_data_repeat_existed_is_still_reused(tmp_path):
+    """A new SFT setting at its default is what older runs ran with: their recorded SFT
+    stage still matches (a continued recipe must not be refused), the setting itself not."""
+    from agenttrain.recipe import Recipe, load_recipe
+
+    def recipe(*overrides: str) -> Recipe:
+        config = [f"run.out_dir={tmp_path}", *overrides]
+        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), config))
+
+    settings = recipe().stage_settings("SFT")
+    assert "repeat" not in settings["sft"]["data"]  # no record yet: the default is left out
+    old = json.loads(json.dumps(settings))
+    recipe().records.record("SFT", old)
+    folder = tmp_path / "sft"
+    assert recipe().records.check("SFT", recipe().stage_settings("SFT"), folder)
+    repeated = recipe("sft.overrides=[data.repeat.where=depth=1]")
+    with pytest.raises(StageChanged, match="new: sft.data.repeat"):
+        repeated.records.check("SFT", repeated.stage_settings("SFT"), folder)

@@ -33,11 +33,23 @@ from agenttrain.recipe.report import RecipeReport
 from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import release_freed_memory
-from agenttrain.run.stages import StageChanged, StageRecords
+from agenttrain.run.stages import StageChanged, StageRecords, without_unrecorded_defaults
 
 if TYPE_CHECKING:
     from agenttrain.rl.config import TrainConfig
     from agenttrain.sft.config import SFTConfig
+
+NEW_DEMOS_SETTINGS = {
+    "recovery": 0.0,
+    "recovery_style": "plain",
+    "recovery_from": "craft",
+    "quote_recipes": False,
+    "quote_ingredients": False,
+}
+"""Settings of the demos stage added after recipes began recording theirs, at the value that
+earlier runs had (a record without them still matches)."""
+NEW_SFT_SETTINGS = {"data.repeat": {"where": None, "times": 2}}
+"""The same for the SFT stage's config."""
 
 
 def peak_memory_gb() -> float:
@@ -410,20 +422,13 @@ class Recipe(RecipeReport):
         the stage it starts from (as recorded when that stage finished)."""
         if stage == "demos":
             demos = self.config.demos.model_dump(mode="json")
-            recorded = (self.records.get("demos") or {}).get("demos", {})
-            defaults = (
-                ("recovery", 0.0),
-                ("recovery_style", "plain"),
-                ("recovery_from", "craft"),
-                ("quote_recipes", False),
-                ("quote_ingredients", False),
-            )
-            for key, default in defaults:
-                if demos[key] == default and recorded.get(key, default) == default:
-                    del demos[key]  # runs recorded before the setting existed still match
+            recorded = (self.records.get("demos") or {}).get("demos")
+            without_unrecorded_defaults(demos, recorded, NEW_DEMOS_SETTINGS)
             return {"demos": demos, "seed": self.config.run.seed}
         if stage == "SFT":
             own = self.sft_config.model_dump(mode="json")
+            recorded = (self.records.get("SFT") or {}).get("sft")
+            without_unrecorded_defaults(own, recorded, NEW_SFT_SETTINGS)
             return {"sft": own, "demos": self.records.get("demos") or self.stage_settings("demos")}
         if stage == "screening":
             return {"screen": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}

@@ -73,6 +73,22 @@ class StageRecords:
         staging.replace(self.path)
 
 
+def without_unrecorded_defaults(
+    settings: dict[str, Any], recorded: Mapping[str, Any] | None, defaults: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`settings` less each dotted key of `defaults` that is at its default value and that
+    `recorded` lacks: a stage recorded before the setting existed ran as its default says,
+    so a rerun may reuse it (a new key is otherwise a change). In place; returned."""
+    for dotted, default in defaults.items():
+        *parents, key = dotted.split(".")
+        holder, old = settings, recorded or {}
+        for name in parents:
+            holder, old = holder.get(name, {}), old.get(name, {})
+        if key in holder and holder[key] == default and key not in old:
+            del holder[key]
+    return settings
+
+
 def _keys(data: Mapping[str, Any], prefix: str = "") -> set[str]:
     keys = set()
     for key, value in data.items():
