@@ -144,6 +144,14 @@ def demos(
             "must be crafted first.",
         ),
     ] = False,
+    still_needed: Annotated[
+        bool,
+        typer.Option(
+            "--still-needed",
+            help="Each get and craft thought ends with what the item it works toward still "
+            "needs ('Still needed for beacon: 5 glass, 3 obsidian.') (textcraft).",
+        ),
+    ] = False,
 ) -> None:
     """Write successful episodes of a solver on training tasks, as SFT data.
 
@@ -152,6 +160,7 @@ def demos(
     from agenttrain.eval.runner import EvalConfig
     from agenttrain.rollout.engine import RolloutConfig
     from agenttrain.sft.demos import (
+        add_needs,
         add_quotes,
         add_recovery,
         check_ingredients,
@@ -167,6 +176,8 @@ def demos(
             check_quotes(env, action_format)
         if quote_ingredients:
             check_ingredients(quote_recipes)
+        if still_needed:
+            check_quotes(env, action_format, "--still-needed")
         config = EvalConfig(
             env=env,
             split=split,
@@ -183,6 +194,7 @@ def demos(
         result = write_demos(config, out, console)
         recovered = add_recovery(out, env, recovery, seed, recovery_style, recovery_from)
         quoted = add_quotes(out, env, action_format, quote_ingredients) if quote_recipes else 0
+        tracked = add_needs(out, env, action_format) if still_needed else 0
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:
@@ -195,6 +207,8 @@ def demos(
     if quote_recipes:
         kinds = " and the kinds of their ingredients" if quote_ingredients else ""
         console.print(f"{quoted} with thoughts that quote the recipes they follow{kinds}")
+    if still_needed:
+        console.print(f"{tracked} with thoughts that say what each item still needs")
     console.print(
         f"kept {result.kept} of {result.episodes} episodes (successful ones), "
         f"{result.turns} turns -> {result.out}\n"

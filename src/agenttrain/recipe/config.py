@@ -48,6 +48,9 @@ class DemosStage(Section):
     quote_ingredients: bool = False
     """With `quote_recipes`: each quote is followed by which of its ingredients must be
     crafted first (`agenttrain demos --quote-ingredients`)."""
+    still_needed: bool = False
+    """Each `get` and craft thought ends with what the item it works toward still needs
+    (TextCraft; `agenttrain demos --still-needed`)."""
 
     @model_validator(mode="after")
     def _recovery_exists(self) -> DemosStage:
@@ -57,6 +60,8 @@ class DemosStage(Section):
             check_quotes(self.env, self.action_format)
         if self.quote_ingredients:
             check_ingredients(self.quote_recipes)
+        if self.still_needed:
+            check_quotes(self.env, self.action_format, "--still-needed")
         return self
 
 

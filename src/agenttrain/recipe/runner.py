@@ -45,6 +45,7 @@ NEW_DEMOS_SETTINGS = {
     "recovery_from": "craft",
     "quote_recipes": False,
     "quote_ingredients": False,
+    "still_needed": False,
 }
 """Settings of the demos stage added after recipes began recording theirs, at the value that
 earlier runs had (a record without them still matches)."""
@@ -151,7 +152,7 @@ class Recipe(RecipeReport):
         return result
 
     def make_demos(self) -> Path:
-        from agenttrain.sft.demos import add_quotes, add_recovery, write_demos
+        from agenttrain.sft.demos import add_needs, add_quotes, add_recovery, write_demos
 
         settings = self.stage_settings("demos")
         if self.demos_path.exists():
@@ -179,6 +180,8 @@ class Recipe(RecipeReport):
         )
         if demos.quote_recipes:
             add_quotes(staging, demos.env, demos.action_format, demos.quote_ingredients)
+        if demos.still_needed:
+            add_needs(staging, demos.env, demos.action_format)
         staging.rename(self.demos_path)
         self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")

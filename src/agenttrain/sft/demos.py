@@ -145,13 +145,13 @@ def _replace_records(out: Path, records: list[dict]) -> None:
     staging.replace(out)
 
 
-def check_quotes(env: str, action_format: str = "react") -> None:
-    """Refuse `--quote-recipes` where it cannot be written, before play: quotes go in the
-    thoughts of TextCraft's react replies."""
+def check_quotes(env: str, action_format: str = "react", flag: str = "--quote-recipes") -> None:
+    """Refuse `flag` (a rewrite of thoughts: `--quote-recipes`, `--still-needed`) where it
+    cannot be written, before play: it writes in the thoughts of TextCraft's react replies."""
     if env != "textcraft":
-        raise ValueError(f"--quote-recipes exists for textcraft only, not {env!r}")
+        raise ValueError(f"{flag} exists for textcraft only, not {env!r}")
     if action_format != "react":
-        raise ValueError(f"--quote-recipes writes react thoughts; --format is {action_format!r}")
+        raise ValueError(f"{flag} writes react thoughts; --format is {action_format!r}")
 
 
 def check_ingredients(quote_recipes: bool) -> None:
@@ -168,5 +168,16 @@ def add_quotes(out: Path, env: str, action_format: str = "react", ingredients: b
     from agenttrain.envs.textcraft.quotes import with_quoted_recipes
 
     records = [with_quoted_recipes(record, ingredients) for record in _read_records(out)]
+    _replace_records(out, records)
+    return len(records)
+
+
+def add_needs(out: Path, env: str, action_format: str = "react") -> int:
+    """Rewrite every demonstration in `out` so that its `get` and craft thoughts end with what
+    the item they work toward still needs (`envs/textcraft/needs.py`); returns how many."""
+    check_quotes(env, action_format, "--still-needed")
+    from agenttrain.envs.textcraft.needs import with_needs
+
+    records = [with_needs(record) for record in _read_records(out)]
     _replace_records(out, records)
     return len(records)

@@ -52,7 +52,7 @@ def with_quoted_recipes(record: dict[str, Any], ingredients: bool = False) -> di
     """`record` (a TextCraft demonstration: trajectory or chat record) as a chat record whose
     trained turns quote each recipe the first time they work toward its item; with
     `ingredients`, each quote says which of its ingredients are crafted."""
-    messages = [dict(m) for m in _chat(record)]
+    messages = [dict(m) for m in as_chat(record)]
     first = next(m["content"] for m in messages if "Goal: craft" in m.get("content", ""))
     goal = goal_from_observation(first)
     recipes = recipes_used(goal)
@@ -85,7 +85,7 @@ def _chain(item: str, recipes: dict[str, tuple[str, str]]) -> list[str]:
     return chain[::-1]
 
 
-def _chat(record: dict[str, Any]) -> list[dict[str, Any]]:
+def as_chat(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The record's messages; a trajectory's acknowledgement of the instructions out of the
     loss, as its response mask leaves it."""
     if "turns" not in record:
