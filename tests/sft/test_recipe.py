@@ -491,5 +491,5 @@ def test_an_sft_stage_recorded_before_data_repeat_existed_is_still_reused(tmp_pa
     folder = tmp_path / "sft"
     assert recipe().records.check("SFT", recipe().stage_settings("SFT"), folder)
     repeated = recipe("sft.overrides=[data.repeat.where=depth=1]")
-    with pytest.raises(StageChanged, match="new: sft.data.repeat"):
+    with pytest.raises(StageChanged, match=r"new: sft\.data\.repeat"):
         repeated.records.check("SFT", repeated.stage_settings("SFT"), folder)
