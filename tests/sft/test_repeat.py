@@ -33,8 +33,7 @@ def trainer_goals(trainer: SFTTrainer) -> dict[int, str]:
     path = trainer.config.data.train[0]
     conversations = read_conversations(path, "auto", True)
     return {
-        int(c.source.rsplit(":", 1)[1]): str(describe(c.opening[-1])["goal"])
-        for c in conversations
+        int(c.source.rsplit(":", 1)[1]): str(describe(c.opening[-1])["goal"]) for c in conversations
     }
 
 
