@@ -21,7 +21,7 @@ from typing import Any
 from agenttrain.envs.textcraft.game import CRAFT, GET
 from agenttrain.envs.textcraft.oracle import goal_from_observation, recipes_used
 from agenttrain.envs.textcraft.quotes import SERVES, as_chat
-from agenttrain.envs.textcraft.recovery import ACTION
+from agenttrain.envs.textcraft.recovery import ACTION, craft_inputs, crafted_item
 
 
 def needs_sentence(item: str, missing: Counter[str]) -> str:
@@ -51,21 +51,19 @@ def with_needs(record: dict[str, Any]) -> dict[str, Any]:
         item = _works_toward(message["content"], purposes)
         if message.get("loss") is False or item is None:
             continue
-        need = sum(
-            (_inputs(actions[j]) for j in done if j > i and _made(actions[j]) == item), Counter()
-        )
-        missing = Counter(
-            {
-                name: count - inventory[name]
-                for name, count in need.items()
-                if inventory[name] < count
-            }
-        )
+        later = [actions[j] for j in done if j > i and crafted_item(actions[j]) == item]
+        missing = _lacking(later, inventory)
         cut = ACTION.search(message["content"]).start()
         message["content"] = (
             message["content"][:cut] + needs_sentence(item, missing) + message["content"][cut:]
         )
     return {"env": "textcraft", "task_id": record["task_id"], "messages": messages}
+
+
+def _lacking(crafts: list[str], inventory: Counter[str]) -> Counter[str]:
+    """What `crafts` use beyond what `inventory` holds, in their recipe's order."""
+    need = sum((craft_inputs(craft) for craft in crafts), Counter())
+    return Counter({name: n - inventory[name] for name, n in need.items() if inventory[name] < n})
 
 
 def _works_toward(thought: str, purposes: dict[str, str]) -> str | None:
@@ -96,18 +94,4 @@ def _apply(action: str, inventory: Counter[str]) -> None:
     elif match := CRAFT.match(action):
         count, item = match.group(1).split(" ", 1)
         inventory[item] += int(count)
-        inventory.subtract(_inputs(action))
-
-
-def _made(action: str) -> str | None:
-    match = CRAFT.match(action)
-    return match.group(1).split(" ", 1)[1] if match else None
-
-
-def _inputs(action: str) -> Counter[str]:
-    """The ingredients a craft uses, with their counts; none for other actions."""
-    match = CRAFT.match(action)
-    if not match:
-        return Counter()
-    parts = (part.strip().split(" ", 1) for part in match.group(2).split(","))
-    return Counter({name: int(count) for count, name in parts})
+        inventory.subtract(craft_inputs(action))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from typing import Any, Literal
 
 from agenttrain.envs.base import StepResult
@@ -132,33 +133,39 @@ def _get_slips(actions: list[str]) -> list[tuple[int, list[Turn]]]:
 def _ingredients_start(actions: list[str], j: int) -> int:
     """The first of the turns right before craft `j` that bring its ingredients (or theirs):
     the oracle plans depth first, so they form one block."""
-    needed = _inputs(actions[j])
+    needed = set(craft_inputs(actions[j]))
     s = j
     while s > 0 and needed:
         made = _output(actions[s - 1])
         if made not in needed:
             break
         needed.discard(made)
-        needed |= _inputs(actions[s - 1])
+        needed |= set(craft_inputs(actions[s - 1]))
         s -= 1
     return s
 
 
-def _output(action: str) -> str | None:
-    """The item a `get` or craft adds (display name)."""
-    if match := CRAFT.match(action):
-        return match.group(1).split(" ", 1)[1]
-    if match := GET.match(action):
-        return match.group(1)
-    return None
+def crafted_item(action: str) -> str | None:
+    """The item a craft makes (display name); None for other actions."""
+    match = CRAFT.match(action)
+    return match.group(1).split(" ", 1)[1] if match else None
 
 
-def _inputs(action: str) -> set[str]:
-    """The ingredients a craft names (display names); empty for other actions."""
+def craft_inputs(action: str) -> Counter[str]:
+    """The ingredients a craft uses (display names), with their counts; none for other
+    actions."""
     match = CRAFT.match(action)
     if not match:
-        return set()
-    return {part.strip().split(" ", 1)[1] for part in match.group(2).split(",")}
+        return Counter()
+    parts = (part.strip().split(" ", 1) for part in match.group(2).split(","))
+    return Counter({name: int(count) for count, name in parts})
+
+
+def _output(action: str) -> str | None:
+    """The item a `get` or craft adds (display name)."""
+    if match := GET.match(action):
+        return match.group(1)
+    return crafted_item(action)
 
 
 def with_recovery(
