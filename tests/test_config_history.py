@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,17 @@ def test_harmless_changes_pass_and_others_are_refused_with_their_values(tmp_path
     with pytest.raises(ConfigChanged, match=r"data\.group_size: \d+ -> 16.*--allow-config-change"):
         check_resume_config(tmp_path, bigger.model_dump(mode="json"), False)
     assert "data.group_size" in check_resume_config(tmp_path, bigger.model_dump(mode="json"), True)
+
+
+def test_a_copied_run_folder_resumes_where_it_now_is(tmp_path):
+    """A run copied to another folder (to branch it, or moved to another disk) continues with
+    its stored config and the new run.out_dir, without --allow-config-change."""
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    stored_run(original, TrainConfig, "largest_grpo.yaml")
+    shutil.copytree(original, copy)
+    config = config_io.load(TrainConfig, copy / "config.yaml", [f"run.out_dir={copy}"])
+    changes = check_resume_config(copy, config.model_dump(mode="json"), False)
+    assert changes == {"run.out_dir": (str(original), str(copy))}
 
 
 @pytest.mark.parametrize(

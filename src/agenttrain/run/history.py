@@ -17,6 +17,7 @@ CONFIG_FILE = "config.yaml"
 HISTORY_DIR = "config-history"
 
 MAY_CHANGE_ON_RESUME = (
+    "run.out_dir",
     "trainer.total_steps",
     "trainer.save_freq",
     "trainer.test_freq",
@@ -29,9 +30,10 @@ MAY_CHANGE_ON_RESUME = (
     "env.token",
     "rollout.env_timeout_s",
 )
-"""Keys a resumed run may change without `--allow-config-change`: how long to train, how often
-to save, validate and log, and where the environment servers are. Nothing that changes what a
-step computes."""
+"""Keys a resumed run may change without `--allow-config-change`: where the run folder is (a
+moved or copied run continues from its own checkpoints), how long to train, how often to save,
+validate and log, and where the environment servers are. Nothing that changes what a step
+computes."""
 
 
 class ConfigChanged(CheckpointError):
