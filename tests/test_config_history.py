@@ -68,6 +68,26 @@ def test_a_copied_run_folder_resumes_where_it_now_is(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("command", "model", "recipe"),
+    [("train", TrainConfig, "largest_grpo.yaml"), ("sft", SFTConfig, "textcraft_sft.yaml")],
+)
+def test_a_copied_run_folders_config_as_it_is_would_not_continue_the_original(
+    tmp_path, command, model, recipe
+):
+    """The copy's config.yaml still names the original folder: used as it is, it would train
+    the original run further. Refused before anything loads, with both ways out, and the
+    original run's checkpoints untouched."""
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    stored_run(original, model, recipe)
+    shutil.copytree(original, copy)
+    result = runner.invoke(app, [command, str(copy / "config.yaml")], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    output = "".join(result.output.split())
+    assert f"run.out_dir={copy}" in output and f"run.out_dir={original}" in output
+    assert sorted(p.name for p in (original / "checkpoints").iterdir()) == ["step-3"]
+
+
+@pytest.mark.parametrize(
     ("command", "model", "recipe", "change"),
     [
         ("train", TrainConfig, "largest_grpo.yaml", "actor.lr=0.5"),

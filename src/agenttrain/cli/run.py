@@ -26,13 +26,27 @@ def train(
 
     Example: agenttrain train configs/textcraft_grpo.yaml trainer.total_steps=50
     """
-    from agenttrain.config import load
     from agenttrain.rl.config import TrainConfig
     from agenttrain.rl.trainer import Trainer
 
     _run_trainer(
-        lambda: Trainer(load(TrainConfig, config, overrides or []), console, allow_config_change)
+        lambda: Trainer(
+            _load_run_config(TrainConfig, config, overrides), console, allow_config_change
+        )
     )
+
+
+def _load_run_config(model: type, path: Path, overrides: list[str] | None) -> Any:
+    """The run's config; a copied run folder's config.yaml that still names the original
+    folder is refused (see `check_config_location`)."""
+    from agenttrain.config import load
+    from agenttrain.run.history import check_config_location
+
+    overrides = overrides or []
+    config = load(model, path, overrides)
+    given = any(item.startswith("run.out_dir=") for item in overrides)
+    check_config_location(Path(path), Path(config.run.out_dir), given)
+    return config
 
 
 def set_up_errors() -> tuple[type[Exception], ...]:
@@ -110,12 +124,13 @@ def sft(
 
     Example: agenttrain sft configs/textcraft_sft.yaml 'data.train=\\[runs/demos/textcraft.jsonl]'
     """
-    from agenttrain.config import load
     from agenttrain.sft.config import SFTConfig
     from agenttrain.sft.trainer import SFTTrainer
 
     _run_trainer(
-        lambda: SFTTrainer(load(SFTConfig, config, overrides or []), console, allow_config_change)
+        lambda: SFTTrainer(
+            _load_run_config(SFTConfig, config, overrides), console, allow_config_change
+        )
     )
 
 

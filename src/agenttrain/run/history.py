@@ -89,6 +89,22 @@ def check_resume_config(
     return changes
 
 
+def check_config_location(config_path: Path, out_dir: Path, out_dir_given: bool) -> None:
+    """Refuses a run folder's own config.yaml whose run.out_dir names another folder, unless
+    run.out_dir was given: in a copied or moved run folder the file still names the original,
+    and training with it as it is would continue (and change) the original run."""
+    folder = config_path.parent
+    if out_dir_given or config_path.name != CONFIG_FILE or not (folder / "checkpoints").is_dir():
+        return
+    if folder.resolve() == out_dir.resolve():
+        return
+    raise ConfigChanged(
+        f"{config_path} is the config of the run folder {folder}, but its run.out_dir is "
+        f"{out_dir}: as it is, it would continue {out_dir}. Add run.out_dir={folder} to "
+        f"continue {folder}, or run.out_dir={out_dir} to continue {out_dir}"
+    )
+
+
 def describe_changes(changes: Mapping[str, tuple[Any, Any]]) -> str:
     return ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in sorted(changes.items()))
 
