@@ -4,6 +4,7 @@ in-process: the oracle, and the tiny random model for a second model in one eval
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,18 @@ def test_evaluations_joined_by_plus_are_one_pooled_run(evals, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert label in " ".join(result.output.split())
+
+
+def test_pooled_recipe_evaluations_are_named_by_what_differs(evals, tmp_path):
+    """A recipe writes every evaluation to <recipe>/eval/<model>: pooled seeds of a recipe
+    are named by their differing part, not "eval+eval" (which named every pool alike)."""
+    root, _ = evals
+    for seed, source in (("seed0", "turns5"), ("seed1", "turns40")):
+        shutil.copytree(root / source, tmp_path / seed / "eval")
+    members = [tmp_path / seed / "eval" / "oracle" for seed in ("seed0", "seed1")]
+    comparison = compare([root / "turns40", Path("+".join(map(str, members)))])
+    expected = f"pooled: {tmp_path}/{{seed0,seed1}}/eval/oracle/episodes.jsonl"
+    assert comparison.runs[1].label == expected
 
 
 def test_pooling_refuses_other_tasks_and_folders_of_several_models(evals, tmp_path):

@@ -170,9 +170,35 @@ def pooled_run(path: Path) -> Run:
                 f"{path}: {member.source} played other tasks than {members[0].source}; "
                 "pooled evaluations must cover the same tasks (same --env, --split, --tasks)"
             )
-    names = "+".join(_evaluation_name(member.source) for member in members)
     trajectories = [t for member in members for t in member.trajectories]
-    return Run(f"pooled: {names}", path, trajectories)
+    return Run(f"pooled: {_pooled_name(members)}", path, trajectories)
+
+
+def _pooled_name(members: list[Run]) -> str:
+    """eval-s0+eval-s1 where the evaluation folders' names tell the members apart; else their
+    models, or their paths, with what they share written once: runs/{a,b}/sft/checkpoints/step-19
+    (the recipe's layout, where every evaluation folder is called eval)."""
+    names = [_evaluation_name(member.source) for member in members]
+    if len(set(names)) == len(names):
+        return "+".join(names)
+    models = [member.trajectories[0].model for member in members]
+    if len(set(models)) == len(models):
+        return _brace(models)
+    return _brace([str(member.source) for member in members])
+
+
+def _brace(paths: list[str]) -> str:
+    """Paths as one, the shared leading and trailing parts once: a/{b,c/d}/e."""
+    parts = [path.split("/") for path in paths]
+    shortest = min(len(p) for p in parts)
+    lead = 0
+    while lead < shortest - 1 and len({p[lead] for p in parts}) == 1:
+        lead += 1
+    trail = 0
+    while trail < shortest - lead - 1 and len({p[-1 - trail] for p in parts}) == 1:
+        trail += 1
+    middles = ",".join("/".join(p[lead : len(p) - trail]) for p in parts)
+    return "/".join([*parts[0][:lead], f"{{{middles}}}", *parts[0][len(parts[0]) - trail :]])
 
 
 def _one_model(path: Path) -> list[Path]:
