@@ -44,7 +44,7 @@ def _load_run_config(model: type, path: Path, overrides: list[str] | None) -> An
 
     overrides = overrides or []
     config = load(model, path, overrides)
-    given = any(item.startswith("run.out_dir=") for item in overrides)
+    given = any(item.split("=", 1)[0].strip() == "run.out_dir" for item in overrides)
     check_config_location(Path(path), Path(config.run.out_dir), given)
     return config
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from agenttrain.run.checkpoint import CheckpointError
+from agenttrain.run.checkpoint import CheckpointError, checkpoints_dir
 
 CONFIG_FILE = "config.yaml"
 HISTORY_DIR = "config-history"
@@ -94,7 +94,7 @@ def check_config_location(config_path: Path, out_dir: Path, out_dir_given: bool)
     run.out_dir was given: in a copied or moved run folder the file still names the original,
     and training with it as it is would continue (and change) the original run."""
     folder = config_path.parent
-    if out_dir_given or config_path.name != CONFIG_FILE or not (folder / "checkpoints").is_dir():
+    if out_dir_given or config_path.name != CONFIG_FILE or not checkpoints_dir(folder).is_dir():
         return
     if folder.resolve() == out_dir.resolve():
         return
