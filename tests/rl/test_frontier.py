@@ -125,12 +125,14 @@ FRONTIER = (
 def test_a_resumed_frontier_run_draws_the_same_tasks_as_an_uninterrupted_one(
     tiny_model_dir, tmp_path
 ):
-    whole = train(recipe(tiny_model_dir, tmp_path / "whole", "trainer.total_steps=4", *FRONTIER))
-    train(recipe(tiny_model_dir, tmp_path / "split", "trainer.total_steps=2", *FRONTIER))
-    resumed = train(recipe(tiny_model_dir, tmp_path / "split", "trainer.total_steps=4", *FRONTIER))
+    replay = (*FRONTIER, "data.frontier.replay=2")  # replay reads the restored counts too
+    whole = train(recipe(tiny_model_dir, tmp_path / "whole", "trainer.total_steps=4", *replay))
+    train(recipe(tiny_model_dir, tmp_path / "split", "trainer.total_steps=2", *replay))
+    resumed = train(recipe(tiny_model_dir, tmp_path / "split", "trainer.total_steps=4", *replay))
     for step in (3, 4):
         assert step_tasks(tmp_path / "split", step) == step_tasks(tmp_path / "whole", step)
-    for key in ("sampling/priority_mean", "sampling/tasks_with_stats", "train/num_gen_batches"):
+    keys = ("sampling/priority_mean", "sampling/replay_share", "sampling/tasks_with_stats")
+    for key in (*keys, "train/num_gen_batches"):
         assert resumed[-1][key] == whole[-1][key]
 
 
@@ -238,6 +240,54 @@ def test_the_signal_target_pools_unseen_tasks_by_their_class_signal_rate():
     assert stats.rate("signal") == 2 / 6 and stats.success_rate() == 0.5  # no episodes counted
     chosen = picked_tasks([30, 20], stats, 400, SIGNAL, "textcraft", lambda key: depth[key[1]])
     assert chosen[20] > 3 * chosen[30]
+
+
+def test_replay_brings_back_a_known_mixed_task_the_stream_no_longer_offers():
+    """A run shorter than a pass over the split meets each task once in the stream; replay
+    offers the best known tasks beside each slot's window, the mixed one first."""
+    mixed, solved, failed = 1, 2, 3
+    stats = TaskStats(
+        {
+            ("largest", mixed): TaskRecord(successes=4, episodes=8),
+            ("largest", solved): TaskRecord(successes=8, episodes=8),
+            ("largest", failed): TaskRecord(successes=0, episodes=8),
+        }
+    )
+    unseen = [50, 51, 52]  # the stream's window: tasks never played
+    assert mixed not in picked_tasks(unseen, stats, 500)
+    replay = FrontierConfig(candidates=3, replay=1)
+    counts = picked_tasks(unseen, stats, 500, replay)
+    assert counts[mixed] > 50 and counts[solved] == counts[failed] == 0  # only the best is offered
+    pick = pick_frontier(
+        [Slot(0, "largest", task) for task in unseen],
+        stats,
+        replay,
+        seed=0,
+        played={("largest", mixed)},
+    )
+    assert pick.slot.task != mixed  # a task already played in the step is not replayed
+
+
+def test_a_replaying_run_plays_a_known_task_at_most_once_a_step(tiny_model_dir, tmp_path):
+    trainer = Trainer(
+        recipe(
+            tiny_model_dir,
+            tmp_path / "run",
+            "data.task_sampling=frontier",
+            "data.frontier.replay=2",
+        )
+    )
+    mixed = {("largest", task): TaskRecord(successes=4, episodes=8) for task in (5, 6)}
+    failed = {("largest", task): TaskRecord(successes=0, episodes=8) for task in range(900, 920)}
+    trainer.task_stats = TaskStats(mixed | failed)  # unseen tasks: the run's low rate
+    first = trainer._draw(20)
+    tasks = [pick.slot.task for pick in first]
+    assert {5, 6} <= set(tasks) and tasks.count(5) == tasks.count(6) == 1
+    replayed = {("largest", pick.slot.task) for pick in first if pick.replayed}
+    assert {("largest", 5), ("largest", 6)} <= replayed <= set(trainer.task_stats.records)
+    refill = trainer._draw(20, first)  # the step's next round: both were played already
+    assert not {5, 6} & {pick.slot.task for pick in refill}
+    assert 5 in {pick.slot.task for pick in trainer._draw(20)}  # a new step: back again
 
 
 def test_task_counts_survive_a_checkpoint_and_old_checkpoints_still_load():

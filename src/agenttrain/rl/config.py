@@ -64,6 +64,13 @@ class FrontierConfig(Section):
     """Pseudo-episodes of the Beta prior (mean: the run's success rate) behind each estimate."""
     floor: float = Field(0.02, gt=0)
     """Added to every priority so no task starves (p(1 − p) is at most 0.25)."""
+    replay: int = Field(0, ge=0)
+    """Tasks already played that join each slot's candidates: the `replay` known tasks of its
+    environment with the highest priorities, not yet played in the step. The stream offers
+    each task once a pass, so a run shorter than a pass (TextCraft depth 1 and 2, 10 steps of
+    8 groups: 80 slots × 4 candidates, 310 tasks) never meets a task twice and its per-task
+    counts never steer a pick; with replay a task whose group was mixed comes back while it
+    still teaches. 0: off (each slot looks only at the stream)."""
     seed_from: list[Path] = Field(default_factory=list)
     """Episodes of the starting model on training tasks (`agenttrain eval --split train
     --model <start> -n 2`, its episodes.jsonl), counted into the per-task statistics before

@@ -201,11 +201,13 @@ def priority(estimate: float, floor: float, target: Target = "success") -> float
 
 @dataclass(frozen=True)
 class Pick:
-    """One frontier choice: the slot played, its priority, whether its task was unseen."""
+    """One frontier choice: the slot played, its priority, whether its task was unseen, and
+    whether it came from the replay candidates rather than the stream."""
 
     slot: Slot
     priority: float
     unseen: bool
+    replayed: bool = False
 
 
 def pick_frontier(
@@ -214,32 +216,64 @@ def pick_frontier(
     settings: FrontierConfig,
     seed: int,
     stratum: Stratum | None = None,
+    played: Collection[TaskKey] = (),
 ) -> Pick:
     """Pick one candidate with probability proportional to its priority. Seeded by the run's
-    seed and the slot's index: a pure function of (seed, slot, stats), so a resumed run that
-    restored its stats picks the same tasks."""
-    target = settings.target
+    seed and the slot's index: a pure function of (seed, slot, stats, played), so a resumed run
+    that restored its stats picks the same tasks. With `settings.replay`, the known tasks of
+    the slot's environment with the highest priorities join the stream's candidates, except
+    those offered already or `played` earlier in the step."""
+    weigh = weigher(stats, settings, stratum)
+    first = candidates[0]
+    offered = {(slot.env, slot.task) for slot in candidates}
+    replays = replay_slots(stats, weigh, first, settings.replay, offered | set(played))
+    pool = [*candidates, *replays]
+    weights = [weigh((slot.env, slot.task)) for slot in pool]
+    rng = random.Random(f"{seed}/frontier/{first.index}")
+    chosen = rng.choices(range(len(pool)), weights=weights)[0]
+    slot = pool[chosen]
+    unseen = (slot.env, slot.task) not in stats.records
+    return Pick(slot, weights[chosen], unseen, replayed=chosen >= len(candidates))
+
+
+def weigher(
+    stats: TaskStats, settings: FrontierConfig, stratum: Stratum | None
+) -> Callable[[TaskKey], float]:
+    """A task's priority under the current stats; each class's prior is computed once."""
+    target, strength = settings.target, settings.prior_strength
     run_rate = stats.rate(target)
-    strength = settings.prior_strength
+    priors: dict[str | None, float] = {}
 
     def prior(key: TaskKey) -> float:
         label = stratum(key) if stratum is not None else None
-        if label is None:
-            return run_rate
-        return stats.stratum_rate(label, stratum, run_rate, strength, target)
+        if label not in priors:
+            priors[label] = (
+                run_rate
+                if label is None or stratum is None
+                else stats.stratum_rate(label, stratum, run_rate, strength, target)
+            )
+        return priors[label]
 
-    weights = [
-        priority(
-            stats.estimate((slot.env, slot.task), prior((slot.env, slot.task)), strength, target),
-            settings.floor,
-            target,
-        )
-        for slot in candidates
-    ]
-    rng = random.Random(f"{seed}/frontier/{candidates[0].index}")
-    chosen = rng.choices(range(len(candidates)), weights=weights)[0]
-    slot = candidates[chosen]
-    return Pick(slot, weights[chosen], (slot.env, slot.task) not in stats.records)
+    def weigh(key: TaskKey) -> float:
+        return priority(stats.estimate(key, prior(key), strength, target), settings.floor, target)
+
+    return weigh
+
+
+def replay_slots(
+    stats: TaskStats,
+    weigh: Callable[[TaskKey], float],
+    slot: Slot,
+    count: int,
+    exclude: Collection[TaskKey],
+) -> list[Slot]:
+    """The `count` tasks of the slot's environment already played (not in `exclude`) with the
+    highest priorities, as candidates for that slot; ties go to the lower task id."""
+    if not count:
+        return []
+    known = [key for key in stats.records if key[0] == slot.env and key not in exclude]
+    known.sort(key=lambda key: (-weigh(key), key[1]))
+    return [Slot(slot.index, env, task) for env, task in known[:count]]
 
 
 def sampling_metrics(picks: Sequence[Pick], stats: TaskStats) -> dict[str, float]:
@@ -247,6 +281,7 @@ def sampling_metrics(picks: Sequence[Pick], stats: TaskStats) -> dict[str, float
     return {
         "sampling/priority_mean": fmean(pick.priority for pick in picks),
         "sampling/unseen_share": fmean(pick.unseen for pick in picks),
+        "sampling/replay_share": fmean(pick.replayed for pick in picks),
         "sampling/tasks_with_stats": len(stats),
         "sampling/prior_success": stats.success_rate(),
         "sampling/prior_signal": stats.rate("signal"),

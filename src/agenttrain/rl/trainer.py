@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -332,25 +333,30 @@ class Trainer(TrainingRun):
         seeds."""
         return [pick.slot for pick in self._draw(count)]
 
-    def _draw(self, count: int) -> list[Pick]:
+    def _draw(self, count: int, earlier: Sequence[Pick] = ()) -> list[Pick]:
         """The next `count` slots with how they were chosen: uniform mode takes the stream's
-        task (priority 0); frontier mode picks among the slot's candidates by priority."""
+        task (priority 0); frontier mode picks among the slot's candidates by priority, and
+        replays no task already picked in the step (`earlier` rounds, or this one)."""
         start = self.tasks_consumed
         self.tasks_consumed += count
         indices = range(start, start + count)
         data = self.config.data
         if data.task_sampling == "uniform":
             return [Pick(self.environments.slot(index), 0.0, False) for index in indices]
-        return [
-            pick_frontier(
+        played = {(pick.slot.env, pick.slot.task) for pick in earlier}
+        picks = []
+        for index in indices:
+            pick = pick_frontier(
                 self.environments.candidates(index, data.frontier.candidates),
                 self.task_stats,
                 data.frontier,
                 self.config.run.seed,
                 self._stratum,
+                played,
             )
-            for index in indices
-        ]
+            played.add((pick.slot.env, pick.slot.task))
+            picks.append(pick)
+        return picks
 
     def _stratum(self, key: tuple[str, int]) -> str | None:
         """A task's difficulty class, where its environment knows one without playing it."""
@@ -495,7 +501,7 @@ class Trainer(TrainingRun):
         batch = StepBatch()
         while True:
             batch.rounds += 1
-            drawn = self._draw(wanted)
+            drawn = self._draw(wanted, picks)
             picks += drawn
             slots = [pick.slot for pick in drawn]
             guided = {
