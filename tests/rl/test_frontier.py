@@ -144,6 +144,7 @@ def test_a_frontier_step_logs_its_sampling_and_informative_share(tiny_model_dir,
         assert row["sampling/tasks_with_stats"] > 0
         assert row["sampling/priority_mean"] >= SETTINGS.floor
     assert rows[0]["sampling/unseen_share"] == 1.0  # the first round knows no task yet
+    assert not any("sampling/replay_share" in row for row in rows)  # replay is off
     state = json.dumps(
         Trainer(recipe(tiny_model_dir, tmp_path / "run", *FRONTIER)).task_stats.state()
     )
@@ -288,6 +289,15 @@ def test_a_replaying_run_plays_a_known_task_at_most_once_a_step(tiny_model_dir, 
     refill = trainer._draw(20, first)  # the step's next round: both were played already
     assert not {5, 6} & {pick.slot.task for pick in refill}
     assert 5 in {pick.slot.task for pick in trainer._draw(20)}  # a new step: back again
+
+
+def test_a_replaying_run_reports_its_replayed_picks_step_by_step(tiny_model_dir, tmp_path):
+    replay = (*FRONTIER, "data.frontier.replay=2")
+    rows = train(recipe(tiny_model_dir, tmp_path / "run", "trainer.total_steps=2", *replay))
+    assert rows[0]["sampling/replay_share"] == 0.0  # step 1 knows only its own tasks
+    assert all(0 <= row["sampling/replay_share"] <= 1 for row in rows)
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "picks replayed" in report and "picks never played before" in report
 
 
 def test_task_counts_survive_a_checkpoint_and_old_checkpoints_still_load():

@@ -154,6 +154,8 @@ STEP_COLUMNS = (
     ("informative share", "rollout/informative_group_share", "{:.2f}"),
     ("share with success and failure", "rollout/success_mixed_group_share", "{:.2f}"),
     ("episodes trained on", "rollout/trained_episodes", "{:.0f}"),
+    ("picks never played before", "sampling/unseen_share", "{:.2f}"),
+    ("picks replayed", "sampling/replay_share", "{:.2f}"),
     ("shaped: equal and solved", "actor/zero_variance_solved_share", "{:.2f}"),
     ("shaped: equal and failed", "actor/zero_variance_failed_share", "{:.2f}"),
     ("training success", "env/success_rate", "{:.2f}"),

@@ -276,13 +276,18 @@ def replay_slots(
     return [Slot(slot.index, env, task) for env, task in known[:count]]
 
 
-def sampling_metrics(picks: Sequence[Pick], stats: TaskStats) -> dict[str, float]:
-    """`sampling/*` for one step's frontier picks (every generation round)."""
-    return {
+def sampling_metrics(
+    picks: Sequence[Pick], stats: TaskStats, settings: FrontierConfig
+) -> dict[str, float]:
+    """`sampling/*` for one step's frontier picks (every generation round); the replay share
+    only where replay is on."""
+    metrics = {
         "sampling/priority_mean": fmean(pick.priority for pick in picks),
         "sampling/unseen_share": fmean(pick.unseen for pick in picks),
-        "sampling/replay_share": fmean(pick.replayed for pick in picks),
         "sampling/tasks_with_stats": len(stats),
         "sampling/prior_success": stats.success_rate(),
         "sampling/prior_signal": stats.rate("signal"),
     }
+    if settings.replay:
+        metrics["sampling/replay_share"] = fmean(pick.replayed for pick in picks)
+    return metrics

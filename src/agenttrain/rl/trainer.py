@@ -437,7 +437,7 @@ class Trainer(TrainingRun):
         metrics["rollout/success_mixed_group_share"] = batch.success_mixed_share()
         metrics.update(stratum_metrics(trajectories, batch.informative_ids, self._stratum))
         if config.data.task_sampling == "frontier":
-            metrics.update(sampling_metrics(picks, self.task_stats))
+            metrics.update(sampling_metrics(picks, self.task_stats, config.data.frontier))
         metrics["rollout/trained_groups"] = batch.trained_groups
         metrics["rollout/trained_episodes"] = len(batch.kept)
         if progress is not None:
