@@ -493,3 +493,29 @@ def test_an_sft_stage_recorded_before_data_repeat_existed_is_still_reused(tmp_pa
     repeated = recipe("sft.overrides=[data.repeat.where=depth=1]")
     with pytest.raises(StageChanged, match=r"new: sft\.data\.repeat"):
         repeated.records.check("SFT", repeated.stage_settings("SFT"), folder)
+
+
+def test_a_grpo_stage_recorded_before_frontier_replay_existed_is_still_reused(tmp_path):
+    """Rerunning a finished recipe (`make demo` twice) must not refuse its GRPO stage because
+    a GRPO setting was added since, at the default it ran with."""
+    from agenttrain.recipe import Recipe, load_recipe
+
+    def grpo_settings(*overrides: str) -> tuple[Recipe, dict]:
+        recipe = Recipe(
+            load_recipe(
+                Path("configs/textcraft_recipe.yaml"), [f"run.out_dir={tmp_path}", *overrides]
+            )
+        )
+        own = recipe.grpo_stage_config("runs/sft/checkpoints/step-19").model_dump(mode="json")
+        return recipe, recipe.stage_settings("GRPO", own)
+
+    recipe, settings = grpo_settings()
+    assert "replay" not in settings["grpo"]["data"]["frontier"]  # no record: default left out
+    recipe.records.record("GRPO", settings)  # as a recipe recorded before replay existed
+    again, settings = grpo_settings()
+    assert again.records.check("GRPO", settings, tmp_path / "grpo")
+    replaying, settings = grpo_settings(
+        "grpo.overrides=[data.task_sampling=frontier,data.frontier.replay=2]"
+    )
+    with pytest.raises(StageChanged, match=r"data\.frontier\.replay"):
+        replaying.records.check("GRPO", settings, tmp_path / "grpo")

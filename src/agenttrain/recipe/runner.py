@@ -51,6 +51,8 @@ NEW_DEMOS_SETTINGS = {
 earlier runs had (a record without them still matches)."""
 NEW_SFT_SETTINGS = {"data.repeat": {"where": None, "times": 2}}
 """The same for the SFT stage's config."""
+NEW_GRPO_SETTINGS = {"data.frontier.replay": 0}
+"""The same for the GRPO stage's config."""
 
 
 def peak_memory_gb() -> float:
@@ -436,6 +438,8 @@ class Recipe(RecipeReport):
         if stage == "screening":
             return {"screen": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
         if stage == "GRPO":
+            recorded = (self.records.get("GRPO") or {}).get("grpo")
+            without_unrecorded_defaults(own or {}, recorded, NEW_GRPO_SETTINGS)
             settings = {"grpo": own, "sft": self.records.get("SFT") or self.stage_settings("SFT")}
             if self.config.screen.enabled:
                 settings["screening"] = self.records.get("screening")
