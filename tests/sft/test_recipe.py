@@ -486,6 +486,7 @@ def test_an_sft_stage_recorded_before_data_repeat_existed_is_still_reused(tmp_pa
 
     settings = recipe().stage_settings("SFT")
     assert "repeat" not in settings["sft"]["data"]  # no record yet: the default is left out
+    assert not {"stop_patience", "stop_min_delta"} & set(settings["sft"]["trainer"])
     old = json.loads(json.dumps(settings))
     recipe().records.record("SFT", old)
     folder = tmp_path / "sft"

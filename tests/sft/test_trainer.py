@@ -174,3 +174,48 @@ def test_a_limit_samples_across_the_file_not_its_first_lines(demos_file, tiny_mo
     assert max(chosen) > 4, chosen
     assert lines("b", 0) == chosen
     assert lines("c", 1) != chosen
+
+
+def test_a_plateaued_held_out_loss_stops_the_run_and_a_rerun_does_not_train_on(
+    demos_file, tiny_model_dir, tmp_path
+):
+    """`trainer.stop_patience`: two held-out measurements without a new best end the run;
+    the checkpoint and the report say where, and the same command again trains no further."""
+    overrides = (
+        "optim.batch_tokens=512",
+        "data.limit=12",
+        "data.eval_fraction=0.2",
+        "trainer.eval_freq=1",
+        "trainer.save_freq=100",
+        "trainer.stop_patience=2",
+        "trainer.stop_min_delta=0.01",
+    )
+    config = recipe(demos_file, tiny_model_dir, tmp_path / "run", *overrides)
+    trainer = SFTTrainer(config)
+    assert trainer.total_steps >= 6
+    scripted = iter([1.0, 0.8, 0.7, 0.695, 0.75, 0.5, 0.4])  # steps 0, 1, 2, 3, 4, ...
+    trainer.eval_loss = lambda: {"eval/loss": next(scripted)}
+    trainer.train()
+    assert checkpoint.latest(tmp_path / "run").name == "step-4"  # 0.695 is within min_delta
+    assert checkpoint.finished(tmp_path / "run")["step"] == 4
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "Stopped early" in report and "0.7000 (step 2)" in report
+
+    again = SFTTrainer(recipe(demos_file, tiny_model_dir, tmp_path / "run", *overrides))
+    assert again.step == 4 and again.held_out.reached  # restored from the checkpoint
+    again.train()
+    assert max(row["step"] for row in read_metrics(tmp_path / "run" / "metrics.jsonl")) == 4
+
+
+def test_a_patience_without_held_out_examples_is_refused(demos_file, tiny_model_dir, tmp_path):
+    from agenttrain.sft.data import DataError
+
+    config = recipe(
+        demos_file,
+        tiny_model_dir,
+        tmp_path / "run",
+        "data.eval_fraction=0",
+        "trainer.stop_patience=2",
+    )
+    with pytest.raises(DataError, match=r"data\.eval_fraction"):
+        SFTTrainer(config)

@@ -49,7 +49,11 @@ NEW_DEMOS_SETTINGS = {
 }
 """Settings of the demos stage added after recipes began recording theirs, at the value that
 earlier runs had (a record without them still matches)."""
-NEW_SFT_SETTINGS = {"data.repeat": {"where": None, "times": 2}}
+NEW_SFT_SETTINGS = {
+    "data.repeat": {"where": None, "times": 2},
+    "trainer.stop_patience": None,
+    "trainer.stop_min_delta": 0.0,
+}
 """The same for the SFT stage's config."""
 NEW_GRPO_SETTINGS = {"data.frontier.replay": 0}
 """The same for the GRPO stage's config."""

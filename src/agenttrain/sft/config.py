@@ -60,6 +60,13 @@ class SFTTrainerConfig(Section):
     save_freq: int = Field(50, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
     eval_freq: int = Field(20, ge=1, description="steps between eval-loss measurements")
+    stop_patience: int | None = Field(None, ge=1)
+    """Stop once this many held-out loss measurements in a row (every `eval_freq` steps) did
+    not beat the best by more than `stop_min_delta`; `optim.epochs` is then the most the run
+    trains, and its schedule still spans them. None: train every epoch. Needs held-out
+    examples (`data.eval` or `data.eval_fraction`)."""
+    stop_min_delta: float = Field(0.0, ge=0)
+    """How much lower than the best a held-out loss must be to count as an improvement."""
     resume: ResumeMode = "auto"
     loggers: list[Literal["console", "jsonl", "tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=lambda: ["console", "jsonl", "tensorboard"]

@@ -36,7 +36,10 @@ def plot_losses(rows: list[dict[str, float]], path: Path) -> None:
     plt.close(figure)
 
 
-def write_sft_report(run_dir: Path, config: Any, eval_summary: dict[str, Any] | None) -> Path:
+def write_sft_report(
+    run_dir: Path, config: Any, eval_summary: dict[str, Any] | None, stopped: str | None = None
+) -> Path:
+    """`stopped`: why the run ended before its last planned step (held-out loss), if it did."""
     rows = read_metrics(run_dir / "metrics.jsonl")
     lines = [
         f"# SFT run: {config.run.name} ({run_dir})",
@@ -47,6 +50,8 @@ def write_sft_report(run_dir: Path, config: Any, eval_summary: dict[str, Any] | 
         f"{'packed' if config.optim.packing else 'padded'} micro-batches, lr {config.optim.lr}.",
         "",
     ]
+    if stopped:
+        lines += [f"**Stopped early**: {stopped}.", ""]
     if rows:
         lines += ["| metric | first | last |", "|---|---|---|"]
         for key in HEADLINE:

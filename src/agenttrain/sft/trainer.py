@@ -30,6 +30,7 @@ from agenttrain.run.tracking import device_memory
 from agenttrain.sft.batching import collate, micro_batches, plan_steps
 from agenttrain.sft.config import SFTConfig
 from agenttrain.sft.data import DataError, hold_out, read_conversations, sample_limit
+from agenttrain.sft.early_stop import HeldOutStop
 from agenttrain.sft.guard import HeldOutGuard
 from agenttrain.sft.repeat import with_repeats
 from agenttrain.sft.report import write_sft_report
@@ -67,8 +68,16 @@ class SFTTrainer(TrainingRun):
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
+        settings = config.trainer
+        self.held_out = HeldOutStop(settings.stop_patience, settings.stop_min_delta)
+        if settings.stop_patience is not None and not self.eval_examples:
+            raise DataError(
+                "trainer.stop_patience stops on the held-out loss, and this run holds out no "
+                "example: set data.eval_fraction (e.g. 0.05) or data.eval"
+            )
         if self.resume_from is not None:
-            self._restore_training(self.resume_from)
+            state = self._restore_training(self.resume_from)
+            self.held_out.restore(state.get("held_out"))
         self.eval_summary: dict[str, Any] | None = None
 
     @property
@@ -226,13 +235,13 @@ class SFTTrainer(TrainingRun):
                     "sft", total=self.total_steps, completed=self.step, status=""
                 )
                 if self.step == 0:
-                    tracker.log(self.eval_loss(), 0)
-                while self.step < self.total_steps and not self.stop_requested:
+                    tracker.log(self._held_out_loss(), 0)
+                while self.step < self.total_steps and not self._should_stop():
                     self.step += 1
                     metrics = self.train_step(self.step)
                     last = self.step == self.total_steps
                     if self.step % config.trainer.eval_freq == 0 or last:
-                        metrics.update(self.eval_loss())
+                        metrics.update(self._held_out_loss())
                     tracker.log(metrics, self.step)
                     status = f"loss {metrics['train/loss']:.3f}"
                     if "eval/loss" in metrics:
@@ -246,11 +255,24 @@ class SFTTrainer(TrainingRun):
         finally:
             self.stop.restore()
             tracker.close()
+        stopped = self.held_out.note(self.step, self.total_steps) if self.held_out.reached else None
+        if stopped:
+            self.console.print(stopped)
         if not self.stop_requested and config.eval.after_training:
             self.evaluate_final()
-        report = write_sft_report(self.run_dir, config, self.eval_summary)
+        report = write_sft_report(self.run_dir, config, self.eval_summary, stopped)
         self.finish(report, self.eval_summary)
         return self.run_dir
+
+    def _held_out_loss(self) -> dict[str, float]:
+        """The held-out loss, counted toward `trainer.stop_patience`."""
+        metrics = self.eval_loss()
+        if "eval/loss" in metrics:
+            self.held_out.observe(metrics["eval/loss"], self.step)
+        return metrics
+
+    def _should_stop(self) -> bool:
+        return self.stop_requested or self.held_out.reached
 
     def save(self) -> Path:
         generation = {
@@ -261,7 +283,7 @@ class SFTTrainer(TrainingRun):
             "max_context": self.config.data.max_length,
             "system_prompt": self.config.data.system_prompt,
         }
-        return self._save_checkpoint({}, generation)
+        return self._save_checkpoint({"held_out": self.held_out.state()}, generation)
 
     def evaluate_final(self) -> dict[str, Any]:
         """Play held-out tasks with the final checkpoint (eval runner, report in `eval/`)."""
