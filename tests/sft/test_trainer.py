@@ -210,12 +210,6 @@ def test_a_plateaued_held_out_loss_stops_the_run_and_a_rerun_does_not_train_on(
 def test_a_patience_without_held_out_examples_is_refused(demos_file, tiny_model_dir, tmp_path):
     from agenttrain.sft.data import DataError
 
-    config = recipe(
-        demos_file,
-        tiny_model_dir,
-        tmp_path / "run",
-        "data.eval_fraction=0",
-        "trainer.stop_patience=2",
-    )
+    nothing_held_out = ("data.eval_fraction=0", "trainer.stop_patience=2")
     with pytest.raises(DataError, match=r"data\.eval_fraction"):
-        SFTTrainer(config)
+        SFTTrainer(recipe(demos_file, tiny_model_dir, tmp_path / "run", *nothing_held_out))
