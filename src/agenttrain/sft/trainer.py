@@ -56,6 +56,11 @@ class SFTTrainer(TrainingRun):
             self.pad_id = self.tokenizer.eos_token_id or 0
         self.repeat_note = ""
         self.train_examples, self.eval_examples = self._load_data()
+        if config.trainer.stop_patience is not None and not self.eval_examples:
+            raise DataError(
+                "trainer.stop_patience stops on the held-out loss, and this run holds out no "
+                "example: set data.eval_fraction (e.g. 0.05) or data.eval"
+            )
         self.steps = plan_steps(
             [len(e.ids) for e in self.train_examples],
             config.optim.epochs,
@@ -68,13 +73,7 @@ class SFTTrainer(TrainingRun):
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
-        settings = config.trainer
-        self.held_out = HeldOutStop(settings.stop_patience, settings.stop_min_delta)
-        if settings.stop_patience is not None and not self.eval_examples:
-            raise DataError(
-                "trainer.stop_patience stops on the held-out loss, and this run holds out no "
-                "example: set data.eval_fraction (e.g. 0.05) or data.eval"
-            )
+        self.held_out = HeldOutStop(config.trainer.stop_patience, config.trainer.stop_min_delta)
         if self.resume_from is not None:
             state = self._restore_training(self.resume_from)
             self.held_out.restore(state.get("held_out"))
