@@ -496,7 +496,7 @@ def test_an_sft_stage_recorded_before_data_repeat_existed_is_still_reused(tmp_pa
         repeated.records.check("SFT", repeated.stage_settings("SFT"), folder)
 
 
-def test_a_grpo_stage_recorded_before_frontier_replay_existed_is_still_reused(tmp_path):
+def test_a_grpo_stage_recorded_before_replay_and_the_demo_loss_existed_is_still_reused(tmp_path):
     """Rerunning a finished recipe (`make demo` twice) must not refuse its GRPO stage because
     a GRPO setting was added since, at the default it ran with."""
     from agenttrain.recipe import Recipe, load_recipe
@@ -512,6 +512,7 @@ def test_a_grpo_stage_recorded_before_frontier_replay_existed_is_still_reused(tm
 
     recipe, settings = grpo_settings()
     assert "replay" not in settings["grpo"]["data"]["frontier"]  # no record: default left out
+    assert "demo_loss" not in settings["grpo"]["actor"]
     recipe.records.record("GRPO", settings)  # as a recipe recorded before replay existed
     again, settings = grpo_settings()
     assert again.records.check("GRPO", settings, tmp_path / "grpo")
@@ -520,3 +521,8 @@ def test_a_grpo_stage_recorded_before_frontier_replay_existed_is_still_reused(tm
     )
     with pytest.raises(StageChanged, match=r"data\.frontier\.replay"):
         replaying.records.check("GRPO", settings, tmp_path / "grpo")
+    anchored, settings = grpo_settings(
+        'grpo.overrides=[actor.demo_loss.coef=0.5,"actor.demo_loss.data=[demos.jsonl]"]'
+    )
+    with pytest.raises(StageChanged, match=r"actor\.demo_loss"):
+        anchored.records.check("GRPO", settings, tmp_path / "grpo")

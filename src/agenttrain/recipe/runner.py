@@ -30,6 +30,7 @@ from agenttrain.eval.metrics import Difference
 from agenttrain.eval.runner import EvalConfig
 from agenttrain.recipe.config import UPSTREAM, RecipeConfig, positions
 from agenttrain.recipe.report import RecipeReport
+from agenttrain.rl.config import DemoLossConfig
 from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import release_freed_memory
@@ -55,7 +56,10 @@ NEW_SFT_SETTINGS = {
     "trainer.stop_min_delta": 0.0,
 }
 """The same for the SFT stage's config."""
-NEW_GRPO_SETTINGS = {"data.frontier.replay": 0}
+NEW_GRPO_SETTINGS = {
+    "data.frontier.replay": 0,
+    "actor.demo_loss": DemoLossConfig().model_dump(mode="json"),
+}
 """The same for the GRPO stage's config."""
 
 

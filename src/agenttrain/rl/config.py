@@ -226,6 +226,33 @@ class AlgorithmConfig(Section):
         return data
 
 
+class DemoLossConfig(Section):
+    """Supervised loss on demonstrations added to each policy update (InstructGPT's PPO-ptx,
+    with demonstrations for pretraining text): it pulls the policy back towards behaviour GRPO's
+    draws stop rewarding, e.g. the depth-2 crafting a depth-1-heavy stage unlearns."""
+
+    coef: float = Field(0.0, ge=0)
+    """Weight of the demonstrations' token-mean NLL beside the policy loss; 0: off."""
+    data: list[Path] = Field(default_factory=list)
+    """JSONL files in any format `agenttrain sft` reads (usually the SFT stage's own data)."""
+    limit: int | None = Field(None, ge=1)
+    """`agenttrain sft`'s `data.limit`: with the same `run.seed` it keeps the same seeded
+    sample, so the loss sees exactly the SFT's conversations."""
+    per_update: int = Field(16, ge=1)
+    """Demonstrations in each optimizer step (a seeded sample, a pure function of seed, step
+    and mini-batch)."""
+    max_length: int = Field(2048, ge=16)
+
+    @model_validator(mode="after")
+    def _needs_data(self) -> DemoLossConfig:
+        if self.coef > 0 and not self.data:
+            raise ValueError(
+                "actor.demo_loss.coef > 0 needs demonstrations: set actor.demo_loss.data "
+                "(e.g. the SFT stage's JSONL)"
+            )
+        return self
+
+
 class ActorConfig(Section):
     lr: float = Field(1e-5, gt=0)
     weight_decay: float = Field(0.0, ge=0)
@@ -253,6 +280,7 @@ class ActorConfig(Section):
     recompute_old_logprobs: bool = True
     """Recompute old log-probs with the training weights (verl's default) instead of using the
     rollout's (which may come from a bf16 generation copy)."""
+    demo_loss: DemoLossConfig = Field(default_factory=DemoLossConfig)
 
 
 class CustomRewardConfig(Section):

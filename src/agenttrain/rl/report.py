@@ -31,7 +31,7 @@ PANELS = (
     ("entropy", ("actor/entropy",)),
     ("response length (tokens)", ("response_length/mean",)),
     ("turns per episode", ("num_turns/mean", "rollout/oracle_turns")),
-    ("losses", ("actor/pg_loss", "actor/loss")),
+    ("losses", ("actor/pg_loss", "actor/loss", "actor/demo_nll")),
     ("gradient norm", ("actor/grad_norm",)),
 )
 LINE_STYLES = (
@@ -161,6 +161,7 @@ STEP_COLUMNS = (
     ("training success", "env/success_rate", "{:.2f}"),
     ("progress of unsolved", "reward/progress", "{:.2f}"),
     ("entropy", "actor/entropy", "{:.3f}"),
+    ("demonstrations' NLL", "actor/demo_nll", "{:.3f}"),
 )
 """A GRPO run step by step: where its learning signal came from."""
 

@@ -36,6 +36,7 @@ from agenttrain.policy.hf import HFPolicy
 from agenttrain.rl.advantages import anchor_states, group_has_signal
 from agenttrain.rl.config import GROUP_BASELINE_ESTIMATORS, TrainConfig
 from agenttrain.rl.curriculum import check_oracle_start, max_turns_at, oracle_share
+from agenttrain.rl.demo_loss import DemoLoss
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
@@ -126,6 +127,7 @@ class Trainer(TrainingRun):
             self.policy.decoder.pad_id,
             self.device,
             self.anchor_states,
+            self._demo_loss(),
         )
         self.step = 0
         self.first_env_error: str | None = None
@@ -159,6 +161,20 @@ class Trainer(TrainingRun):
     def _build_model(self) -> tuple[torch.nn.Module, Any]:
         source = self.resume_from / "model" if self.resume_from else None
         return build_trainable(self.config.model, source)
+
+    def _demo_loss(self) -> DemoLoss | None:
+        """The demonstrations `actor.demo_loss` trains on beside the policy loss (none when off);
+        read and checked before any episode is played."""
+        config = self.config
+        if config.actor.demo_loss.coef == 0:
+            return None
+        return DemoLoss(
+            config.actor.demo_loss,
+            self.policy.template,
+            [part.name for part in self.environments.parts],
+            config.run.seed,
+            self.policy.decoder.pad_id,
+        )
 
     def _build_reference(self) -> torch.nn.Module | None:
         """The KL reference is the policy at step 0. LoRA over a plain model: that model is the
@@ -448,7 +464,10 @@ class Trainer(TrainingRun):
             release_freed_memory()
             metrics.update(
                 self.update.learn(
-                    [trajectories[i] for i in batch.kept], [scores[i] for i in batch.kept], timing
+                    [trajectories[i] for i in batch.kept],
+                    [scores[i] for i in batch.kept],
+                    timing,
+                    step,
                 )
             )
             with timed(timing, "update_weights"):

@@ -22,6 +22,7 @@ from agenttrain.rl.advantages import (
 )
 from agenttrain.rl.batch import EpisodeBatch, collate, micro_batches, pad_responses
 from agenttrain.rl.config import TrainConfig
+from agenttrain.rl.demo_loss import DemoLoss
 from agenttrain.rl.kl import KLController, kl_penalty
 from agenttrain.rl.logprobs import response_logprobs
 from agenttrain.rl.losses import Totals, agg_loss, ppo_clip_loss
@@ -44,8 +45,11 @@ class PolicyUpdate:
         pad_id: int,
         device: torch.device,
         states: dict[str, States] | None = None,
+        demos: DemoLoss | None = None,
     ) -> None:
         self.config = config
+        self.demos = demos
+        """The demonstration loss added to every optimizer step (`actor.demo_loss`), if on."""
         self.states = states or {}
         """Per environment, the states GiGPO anchors on (`algorithm.gigpo.anchor=state`)."""
         self.model = model
@@ -96,8 +100,13 @@ class PolicyUpdate:
             return self._logprobs(self.model, episodes, False)[0]
 
     def learn(
-        self, episodes: list[Trajectory], scores: list[float], timing: dict[str, float]
+        self,
+        episodes: list[Trajectory],
+        scores: list[float],
+        timing: dict[str, float],
+        step: int = 0,
     ) -> dict[str, float]:
+        """Update the policy on a step's episodes; `step` seeds the demonstrations sampled."""
         config, actor, kl = self.config, self.config.actor, self.config.algorithm.kl
         metrics: dict[str, float] = {}
         width = max(len(t.response_ids) for t in episodes)
@@ -171,6 +180,7 @@ class PolicyUpdate:
                     old_logprobs is None,
                     guided,
                     signs,
+                    step,
                 )
             )
         return metrics
@@ -186,12 +196,14 @@ class PolicyUpdate:
         compare_here: bool,
         guided: torch.Tensor,
         signs: torch.Tensor | None,
+        step: int,
     ) -> dict[str, float]:
         """`ppo_epochs` passes over mini-batches; each optimizer step accumulates micro-batches.
 
         `compare_here`: the old log-probs come from the update's own forward pass (one epoch,
         one mini-batch), so the rollout-vs-training comparison is made there. `signs`: the
         rows of all-equal groups whose advantages are entropy-shaped (`rl/zero_variance.py`).
+        With a demonstration loss, each optimizer step adds its gradients before clipping.
         """
         actor, kl = self.config.actor, self.config.algorithm.kl
         scale_factor = actor.loss_scale_factor or self.config.rollout.max_context
@@ -200,8 +212,9 @@ class PolicyUpdate:
         size = actor.mini_batch_episodes or len(episodes)
         lengths = [len(t.prompt_ids) + len(t.response_ids) for t in episodes]
         history: dict[str, list[float]] = {}
-        for _ in range(actor.ppo_epochs):
-            for start in range(0, len(episodes), size):
+        starts = range(0, len(episodes), size)
+        for epoch in range(actor.ppo_epochs):
+            for number, start in enumerate(starts):
                 indices = list(range(start, min(start + size, len(episodes))))
                 sub_mask = mask[indices]
                 totals = Totals(
@@ -234,6 +247,15 @@ class PolicyUpdate:
                         compared.append((rollout_logprobs[rows, :width], logprobs, plain))
                     for key, value in parts.items():
                         sums[key] = sums.get(key, 0.0) + value
+                if self.demos is not None:
+                    sums["actor/demo_nll"] = self.demos.backward(
+                        self.model,
+                        self.config.model,
+                        actor.micro_batch_tokens,
+                        actor.packing,
+                        step,
+                        epoch * len(starts) + number,
+                    )
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, actor.grad_clip))
                 if math.isfinite(grad_norm):
                     self.optimizer.step()

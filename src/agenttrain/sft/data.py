@@ -139,6 +139,12 @@ def sample_limit(items: list[Item], limit: int | None, seed: str) -> list[Item]:
     return [items[i] for i in chosen]
 
 
+def limit_seed(run_seed: int) -> str:
+    """The seed of `agenttrain sft`'s `data.limit` sample; GRPO's demonstration loss uses it
+    to train on the same conversations as the SFT run of the same `run.seed`."""
+    return f"{run_seed}/sft/limit"
+
+
 def hold_out(items: list[Item], fraction: float, seed: str) -> tuple[list[Item], list[Item]]:
     """(held out, kept): a seeded `fraction` of the distinct items, at least one; every copy
     of a held-out item leaves training (`data.repeat` trains some items several times)."""

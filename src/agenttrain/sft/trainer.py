@@ -17,8 +17,7 @@ import torch
 from rich.console import Console
 
 from agenttrain.envs.registry import get_spec
-from agenttrain.logprobs import logprobs_at
-from agenttrain.modeling import autocast, build_trainable
+from agenttrain.modeling import build_trainable
 from agenttrain.policy.chat import ChatTemplate
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import (
@@ -27,11 +26,18 @@ from agenttrain.run.runtime import (
     step_progress,
 )
 from agenttrain.run.tracking import device_memory
-from agenttrain.sft.batching import collate, micro_batches, plan_steps
+from agenttrain.sft.batching import plan_steps
 from agenttrain.sft.config import SFTConfig
-from agenttrain.sft.data import DataError, hold_out, read_conversations, sample_limit
+from agenttrain.sft.data import (
+    DataError,
+    hold_out,
+    limit_seed,
+    read_conversations,
+    sample_limit,
+)
 from agenttrain.sft.early_stop import HeldOutStop
 from agenttrain.sft.guard import HeldOutGuard
+from agenttrain.sft.loss import nll_sums
 from agenttrain.sft.repeat import with_repeats
 from agenttrain.sft.report import write_sft_report
 from agenttrain.sft.tokenize import Example, tokenize
@@ -120,7 +126,7 @@ class SFTTrainer(TrainingRun):
         """The conversations trained on: `data.limit`'s seeded sample of `pool`, with every
         conversation `data.repeat.where` matches in `data.repeat.times` copies."""
         data, seed = self.config.data, self.config.run.seed
-        sample = sample_limit(pool, data.limit, f"{seed}/sft/limit")
+        sample = sample_limit(pool, data.limit, limit_seed(seed))
         if not data.repeat.where:
             return sample
         describe = get_spec(data.env).describe
@@ -154,31 +160,18 @@ class SFTTrainer(TrainingRun):
         return lr_factor(step, len(self.steps), optim.warmup_steps, optim.lr_schedule)
 
     def _loss_sums(self, examples: list[Example], train: bool) -> tuple[float, int]:
-        """(summed token NLL, trained tokens) over examples, micro-batch by micro-batch;
-        with `train`, gradients of the token-mean loss over all of them accumulate."""
+        """(summed token NLL, trained tokens) over examples; with `train`, gradients of the
+        token-mean loss over all of them accumulate."""
         optim = self.config.optim
-        total_tokens = sum(e.trained_tokens for e in examples)
-        lengths = {i: len(e.ids) for i, e in enumerate(examples)}
-        loss_sum = 0.0
-        for group in micro_batches(lengths, optim.micro_batch_tokens, optim.packing):
-            batch = collate([examples[i] for i in group], optim.packing, self.pad_id, self.device)
-            if batch.trained_tokens == 0:
-                continue
-            with torch.set_grad_enabled(train), autocast(self.config.model):
-                logprobs, _ = logprobs_at(
-                    self.model,
-                    batch.input_ids,
-                    batch.attention_mask,
-                    batch.rows,
-                    batch.positions,
-                    batch.targets,
-                    position_ids=batch.position_ids,
-                )
-            nll = -logprobs.sum()
-            if train:
-                (nll / total_tokens).backward()
-            loss_sum += float(nll.detach())
-        return loss_sum, total_tokens
+        return nll_sums(
+            self.model,
+            examples,
+            self.config.model,
+            optim.micro_batch_tokens,
+            optim.packing,
+            self.pad_id,
+            backward_scale=1.0 if train else None,
+        )
 
     def train_step(self, step: int) -> dict[str, float]:
         started = time.perf_counter()

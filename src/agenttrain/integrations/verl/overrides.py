@@ -467,6 +467,14 @@ def _actor(out: Overrides, config: TrainConfig) -> None:
         "algorithm.rollout_correction.bypass_mode",
         not actor.recompute_old_logprobs,
     )
+    for key, value in actor.demo_loss.model_dump(mode="json").items():
+        out.unsupported_key(
+            f"actor.demo_loss.{key}",
+            value,
+            "verl's actor has no supervised loss term (the demonstration loss is agenttrain's "
+            "trainer only)",
+            matters=actor.demo_loss.coef > 0,
+        )
 
 
 def _mini_batch_tasks(config: TrainConfig) -> int:
