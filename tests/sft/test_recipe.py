@@ -526,3 +526,22 @@ def test_a_grpo_stage_recorded_before_replay_and_the_demo_loss_existed_is_still_
     )
     with pytest.raises(StageChanged, match=r"actor\.demo_loss"):
         anchored.records.check("GRPO", settings, tmp_path / "grpo")
+
+
+def test_a_demo_loss_in_the_grpo_overrides_trains_on_the_recipes_own_sft_sample(tmp_path):
+    """`actor.demo_loss.coef=...` alone in a recipe: its demonstrations file and its SFT's
+    `data.limit`, so the anchor is exactly what the SFT stage trained on; named data wins."""
+    from agenttrain.recipe import Recipe, load_recipe
+
+    def demo_loss(*overrides: str):
+        config = [f"run.out_dir={tmp_path}", *overrides]
+        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), config)).grpo_config
+
+    anchored = demo_loss("grpo.overrides=[actor.demo_loss.coef=0.5]").actor.demo_loss
+    assert anchored.data == [tmp_path / "demos.jsonl"]
+    assert anchored.limit == 160
+    assert demo_loss().actor.demo_loss.data == []  # off: nothing added to the stage's settings
+    named = demo_loss(
+        'grpo.overrides=[actor.demo_loss.coef=0.5,"actor.demo_loss.data=[mine.jsonl]"]'
+    ).actor.demo_loss
+    assert named.data == [Path("mine.jsonl")]

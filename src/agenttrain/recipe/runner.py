@@ -82,6 +82,7 @@ class Recipe(RecipeReport):
         # both configs are read (and checked) before anything runs
         self.sft_config = self._sft_stage_config(self.out / "sft", self.demos_path)
         self.grpo_overrides = [
+            *self._demo_loss_data(),
             *config.grpo.overrides,
             seed,
             f"run.out_dir={self.out / 'grpo'}",
@@ -99,6 +100,21 @@ class Recipe(RecipeReport):
         """The process's peak resident memory when each stage ended (a stage that raised the
         peak shows it; the recipe runs every stage in one process)."""
         self.records = StageRecords(self.out)
+
+    def _demo_loss_data(self) -> list[str]:
+        """A demonstration loss in the GRPO overrides (`actor.demo_loss.*`) trains on the
+        recipe's own demonstrations and its SFT stage's sample of them (same seed and
+        `data.limit`), unless the overrides name other data."""
+        named = {override.split("=", 1)[0].strip() for override in self.config.grpo.overrides}
+        if not any(key.startswith("actor.demo_loss.") for key in named):
+            return []
+        found = []
+        if "actor.demo_loss.data" not in named:
+            found.append(f"actor.demo_loss.data=[{self.demos_path}]")
+        limit = self.sft_config.data.limit
+        if "actor.demo_loss.limit" not in named and limit is not None:
+            found.append(f"actor.demo_loss.limit={limit}")
+        return found
 
     def _sft_stage_config(self, out_dir: Path, data: Path, extra: Sequence[str] = ()) -> SFTConfig:
         """The recipe's SFT config for one stage (SFT, or RFT's continued SFT): the stage's
