@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from agenttrain.logprobs import logprobs_at
 from agenttrain.sft.batching import collate, micro_batches, plan_steps
+from agenttrain.sft.loss import target_logprobs
 from agenttrain.sft.tokenize import Example
 
 
@@ -40,14 +40,5 @@ def test_packed_and_padded_micro_batches_give_the_same_logprobs(tiny_model):
     for packing in (False, True):
         batch = collate(examples, packing, pad_id=0, device=device)
         assert batch.trained_tokens == sum(sum(e.mask[1:]) for e in examples)
-        logprobs, _ = logprobs_at(
-            tiny_model,
-            batch.input_ids,
-            batch.attention_mask,
-            batch.rows,
-            batch.positions,
-            batch.targets,
-            position_ids=batch.position_ids,
-        )
-        values[packing] = logprobs
+        values[packing] = target_logprobs(tiny_model, batch)
     assert torch.allclose(values[False], values[True], atol=1e-5)

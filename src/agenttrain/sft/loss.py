@@ -10,8 +10,22 @@ import torch
 
 from agenttrain.logprobs import logprobs_at
 from agenttrain.modeling import ModelConfig, autocast
-from agenttrain.sft.batching import collate, micro_batches
+from agenttrain.sft.batching import MicroBatch, collate, micro_batches
 from agenttrain.sft.tokenize import Example
+
+
+def target_logprobs(model: torch.nn.Module, batch: MicroBatch) -> torch.Tensor:
+    """Log-probabilities of a micro-batch's trained tokens, one per token, in batch order."""
+    logprobs, _ = logprobs_at(
+        model,
+        batch.input_ids,
+        batch.attention_mask,
+        batch.rows,
+        batch.positions,
+        batch.targets,
+        position_ids=batch.position_ids,
+    )
+    return logprobs
 
 
 def nll_sums(
@@ -39,16 +53,7 @@ def nll_sums(
         if batch.trained_tokens == 0:
             continue
         with torch.set_grad_enabled(train), autocast(model_config):
-            logprobs, _ = logprobs_at(
-                model,
-                batch.input_ids,
-                batch.attention_mask,
-                batch.rows,
-                batch.positions,
-                batch.targets,
-                position_ids=batch.position_ids,
-            )
-        nll = -logprobs.sum()
+            nll = -target_logprobs(model, batch).sum()
         if backward_scale is not None:
             (nll * (backward_scale / total_tokens)).backward()
         loss_sum += float(nll.detach())
