@@ -7,15 +7,10 @@ clip (`memory.off_clip_ratio_high`) never acted: gradients were bit-identical fo
 
 from __future__ import annotations
 
-import copy
-
 import torch
 
-from agenttrain.config import load
-from agenttrain.rl.config import TrainConfig
-from agenttrain.rl.kl import KLController
-from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.trajectory import Trajectory
+from rl.tiny_runs import update_gradient
 
 
 def episode(row: int, experience: str | None, behaviour: float) -> Trajectory:
@@ -38,26 +33,15 @@ def episode(row: int, experience: str | None, behaviour: float) -> Trajectory:
 
 
 def gradient_after_update(tiny_model, off_clip: float, guided: bool) -> torch.Tensor:
-    config = load(
-        TrainConfig,
-        None,
-        [
-            "model.path=tiny",
-            "data.batch_tasks=2",
-            "data.group_size=2",
-            "memory.enabled=true",
-            f"memory.off_clip_ratio_high={off_clip}",
-            "algorithm.kl.use_kl_loss=false",
-            "actor.entropy_coeff=0",
-        ],
-    )
-    model = copy.deepcopy(tiny_model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # keep the weights: compare grads
-    update = PolicyUpdate(config, model, None, optimizer, KLController(0.0), 0, torch.device("cpu"))
+    overrides = [
+        "memory.enabled=true",
+        f"memory.off_clip_ratio_high={off_clip}",
+        "algorithm.kl.use_kl_loss=false",
+        "actor.entropy_coeff=0",
+    ]
     # mu gave these actions far lower probability than pi does now: ratios well above 1 + clip
     episodes = [episode(row, "advice" if guided and row == 0 else None, -20.0) for row in range(4)]
-    update.learn(episodes, [1.0, 0.0, 1.0, 0.0], {})
-    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    return update_gradient(tiny_model, overrides, episodes, [1.0, 0.0, 1.0, 0.0])[0]
 
 
 def test_the_off_policy_clip_bounds_episodes_played_with_experience(tiny_model):

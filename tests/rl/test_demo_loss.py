@@ -13,14 +13,12 @@ from agenttrain.config import ConfigError, load
 from agenttrain.policy.chat import ChatTemplate
 from agenttrain.rl.config import DemoLossConfig, TrainConfig
 from agenttrain.rl.demo_loss import DemoLoss, load_demonstrations
-from agenttrain.rl.kl import KLController
-from agenttrain.rl.update import PolicyUpdate
 from agenttrain.sft.data import DataError
 from agenttrain.sft.guard import HeldOutLeak
 from agenttrain.sft.loss import nll_sums
 from agenttrain.sft.trainer import SFTTrainer
 from rl.test_packing import episodes
-from rl.tiny_runs import recipe, train
+from rl.tiny_runs import recipe, train, update_gradient
 from sft.conftest import write_demos
 from sft.test_trainer import recipe as sft_recipe
 
@@ -85,26 +83,13 @@ def test_a_missing_file_and_a_weight_without_data_are_clear_errors(tmp_path, tok
 
 
 def gradients(tiny_model, demo_loss: DemoLoss | None) -> tuple[torch.Tensor, dict]:
-    config = load(
-        TrainConfig,
-        None,
-        [
-            "model.path=tiny",
-            "data.batch_tasks=2",
-            "data.group_size=2",
-            "model.train_dtype=float32",
-            "actor.grad_clip=1e9",
-            "algorithm.kl.use_kl_loss=false",
-        ],
-    )
-    model = copy.deepcopy(tiny_model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # compare gradients
-    update = PolicyUpdate(
-        config, model, None, optimizer, KLController(0.0), 0, torch.device("cpu"), None, demo_loss
-    )
-    metrics = update.learn(episodes(), [1.0, 1.0, 0.0, 0.0], {}, step=1)  # no reward variance
-    grads = [p.grad.flatten() for p in model.parameters() if p.grad is not None]
-    return (torch.cat(grads) if grads else torch.zeros(1)), metrics
+    overrides = [
+        "model.train_dtype=float32",
+        "actor.grad_clip=1e9",
+        "algorithm.kl.use_kl_loss=false",
+    ]
+    # equal rewards in each group: no reward variance, no policy gradient
+    return update_gradient(tiny_model, overrides, episodes(), [1.0, 1.0, 0.0, 0.0], demos=demo_loss)
 
 
 def test_a_step_without_policy_signal_still_learns_the_demonstrations(demos, tiny_model, tokenizer):

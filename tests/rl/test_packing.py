@@ -9,13 +9,10 @@ import random
 import pytest
 import torch
 
-from agenttrain.config import load
 from agenttrain.rl.batch import collate
-from agenttrain.rl.config import TrainConfig
-from agenttrain.rl.kl import KLController
 from agenttrain.rl.logprobs import response_logprobs
-from agenttrain.rl.update import PolicyUpdate
 from agenttrain.rollout.trajectory import Trajectory
+from rl.tiny_runs import update_gradient
 
 
 def episodes(count: int = 4) -> list[Trajectory]:
@@ -64,30 +61,20 @@ def test_packed_episodes_give_the_log_probs_and_entropies_of_padded_rows(tiny_mo
 @pytest.mark.parametrize("kl_loss", [False, True])
 def test_an_update_on_packed_micro_batches_takes_the_gradient_of_padded_ones(tiny_model, kl_loss):
     def gradient(packing: bool) -> torch.Tensor:
-        config = load(
-            TrainConfig,
-            None,
-            [
-                "model.path=tiny",
-                "data.batch_tasks=2",
-                "data.group_size=2",
-                f"actor.packing={str(packing).lower()}",
-                "actor.micro_batch_tokens=64",  # two micro-batches of two episodes
-                # fp32: under bf16 autocast (the default on a CPU with native bf16) the two
-                # layouts round differently, ~1e-4 of the gradient's norm
-                "model.train_dtype=float32",
-                f"algorithm.kl.use_kl_loss={str(kl_loss).lower()}",
-            ],
-        )
-        model = copy.deepcopy(tiny_model)
+        overrides = [
+            f"actor.packing={str(packing).lower()}",
+            "actor.micro_batch_tokens=64",  # two micro-batches of two episodes
+            # fp32: under bf16 autocast (the default on a CPU with native bf16) the two
+            # layouts round differently, ~1e-4 of the gradient's norm
+            "model.train_dtype=float32",
+            f"algorithm.kl.use_kl_loss={str(kl_loss).lower()}",
+        ]
         reference = copy.deepcopy(tiny_model) if kl_loss else None
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # compare gradients
-        update = PolicyUpdate(
-            config, model, reference, optimizer, KLController(0.0), 0, torch.device("cpu")
+        grad, metrics = update_gradient(
+            tiny_model, overrides, episodes(), [1.0, 0.0, 1.0, 0.0], reference=reference
         )
-        metrics = update.learn(episodes(), [1.0, 0.0, 1.0, 0.0], {})
         assert metrics["actor/pg_loss"] != 0
-        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        return grad
 
     assert torch.allclose(gradient(True), gradient(False), atol=1e-6, rtol=1e-4)
 
