@@ -9,7 +9,7 @@ import pytest
 from agenttrain.policy.chat import ChatTemplate
 from agenttrain.rollout.trajectory import read_jsonl
 from agenttrain.sft.data import DataError, read_conversations
-from agenttrain.sft.tokenize import tokenize
+from agenttrain.sft.tokenize import long_replies, reply_lengths, tokenize
 
 END = "<|im_end|>"
 
@@ -55,6 +55,27 @@ def test_trajectories_train_on_the_episode_turns_not_the_conversation_start(
     full = tokenizer.encode(rendered, add_special_tokens=False)
     assert full[: len(example.ids)] == example.ids
     assert tokenizer.decode(full[len(example.ids) :]).strip() == ""
+
+
+def test_reply_lengths_count_each_trained_reply_with_its_end_of_turn(demos_file, tokenizer):
+    """Deep TextCraft goals' demonstrations quote three or four recipes before the action:
+    135 tokens, where GRPO and evaluation let the policy write 96. The check counts each
+    reply as generating it costs, so the warning names the replies that get cut."""
+    template = ChatTemplate(tokenizer)
+    conversation = next(read_conversations(demos_file))
+    example = tokenize(conversation, template, max_length=8192)
+    trained = [
+        len(template.encode(m["content"])) + 1  # the reply and its end-of-turn
+        for m, flag in zip(conversation.messages, conversation.trainable, strict=True)
+        if flag
+    ]
+    assert reply_lengths(example) == trained
+    longest = max(trained)
+    assert long_replies([example], longest) is None
+    warning = long_replies([example, example], longest - 1)
+    count = 2 * trained.count(longest)
+    assert warning.startswith(f"{count} of {2 * len(trained)} trained replies are longer than")
+    assert f"(longest {longest}," in warning
 
 
 def test_agenttraj_trains_gpt_turns_unless_loss_is_false(tmp_path, tokenizer):

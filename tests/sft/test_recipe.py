@@ -43,6 +43,8 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     assert result.exit_code == 0, result.output
     results = json.loads((out / "results.json").read_text())
     assert list(results["summaries"]) == ["base", "SFT", "SFT+GRPO"]
+    # the demonstrations' replies do not fit in the 8 tokens the later stages generate
+    assert "trained replies are longer than the 8 tokens" in " ".join(result.output.split())
     assert results["models"]["SFT"].startswith(str(out / "sft" / "checkpoints"))
     assert results["models"]["SFT+GRPO"].startswith(str(out / "grpo" / "checkpoints"))
     episodes = {label: s["episodes"] for label, s in results["summaries"].items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
@@ -132,6 +133,24 @@ def test_bad_config_keys_name_the_key(tmp_path):
     result = runner.invoke(app, ["sft", str(RECIPE), "optim.learning_rate=1"])
     assert result.exit_code == 2
     assert "learning_rate" in result.output
+
+
+def test_a_run_warns_when_its_replies_do_not_fit_the_generation_limit(
+    demos_file, tiny_model_dir, tmp_path
+):
+    """The recipe passes the limit its GRPO stage and evaluation generate with."""
+
+    def printed(limit: int | None, *overrides: str) -> str:
+        console = Console(record=True, width=400)
+        config = recipe(demos_file, tiny_model_dir, tmp_path / str(limit), *overrides)
+        config.optim.epochs = 1
+        config.data.limit = 1
+        SFTTrainer(config, console, generation_limit=limit).train()
+        return console.export_text()
+
+    assert "trained replies are longer than the 4 tokens" in printed(4)
+    assert "longer than the 5 tokens" in printed(None, "eval.max_new_tokens=5")
+    assert "trained replies are longer" not in printed(4096)
 
 
 def test_a_step_with_a_non_finite_gradient_is_skipped(demos_file, tiny_model_dir, tmp_path):

@@ -224,7 +224,8 @@ class Recipe(RecipeReport):
         settings = self.stage_settings("SFT")
         done = checkpoint.finished(self.sft_config.run.out_dir)
         if done is None:
-            SFTTrainer(self.sft_config, self.console).train()
+            limit = min(self.config.eval.max_new_tokens, self.grpo_config.rollout.max_new_tokens)
+            SFTTrainer(self.sft_config, self.console, generation_limit=limit).train()
             done = checkpoint.finished(self.sft_config.run.out_dir)
             if done is None:
                 raise KeyboardInterrupt  # stopped by Ctrl-C; the checkpoint is kept

@@ -54,3 +54,33 @@ def tokenize(conversation: Conversation, template: ChatTemplate, max_length: int
     if not any(mask):
         return None
     return Example(ids, mask, conversation.source, truncated)
+
+
+def reply_lengths(example: Example) -> list[int]:
+    """Tokens in each trained reply, its end-of-turn included: what generating it takes."""
+    lengths, run = [], 0
+    for flag in [*example.mask, 0]:
+        if flag:
+            run += 1
+        elif run:
+            lengths.append(run)
+            run = 0
+    return lengths
+
+
+def long_replies(examples: list[Example], limit: int) -> str | None:
+    """A warning when trained replies do not fit in `limit` generated tokens, else None.
+
+    A model that imitates a reply longer than its generation limit is cut off mid-thought,
+    before its action: each such turn becomes a format error in evaluation and in RL.
+    """
+    lengths = [n for example in examples for n in reply_lengths(example)]
+    longer = [n for n in lengths if n > limit]
+    if not longer:
+        return None
+    return (
+        f"{len(longer)} of {len(lengths)} trained replies are longer than the "
+        f"{limit} tokens a generation may take (longest {max(longer)}, end-of-turn included): "
+        "a model that imitates them is cut off before its action. Raise the limit "
+        "(eval.max_new_tokens; GRPO's rollout.max_new_tokens) or shorten the replies."
+    )

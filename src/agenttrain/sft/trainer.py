@@ -40,7 +40,7 @@ from agenttrain.sft.guard import HeldOutGuard
 from agenttrain.sft.loss import nll_sums
 from agenttrain.sft.repeat import with_repeats
 from agenttrain.sft.report import write_sft_report
-from agenttrain.sft.tokenize import Example, tokenize
+from agenttrain.sft.tokenize import Example, long_replies, tokenize
 
 
 class SFTTrainer(TrainingRun):
@@ -51,8 +51,12 @@ class SFTTrainer(TrainingRun):
         config: SFTConfig,
         console: Console | None = None,
         allow_config_change: bool = False,
+        generation_limit: int | None = None,
     ) -> None:
+        """`generation_limit`: the new-token limit the trained model will generate with
+        (default `eval.max_new_tokens`); replies longer than it are warned about."""
         self._open_run(config, console)
+        self.generation_limit = generation_limit or config.eval.max_new_tokens
         self._set_up_run(allow_config_change)
         source = self.resume_from / "model" if self.resume_from else None
         self.model, self.tokenizer = build_trainable(config.model, source)
@@ -220,6 +224,9 @@ class SFTTrainer(TrainingRun):
     def _train(self) -> Path:
         config = self.config
         tracker = self._start_training(preamble=self.describe_data())
+        too_long = long_replies(self.train_examples, self.generation_limit)
+        if too_long:
+            self.console.print(f"[yellow]{too_long}[/]")
         last_saved = self.step if self.resume_from else None
         try:
             with step_progress(self.console) as progress:
