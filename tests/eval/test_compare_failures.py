@@ -113,6 +113,18 @@ def test_an_environment_without_refusal_kinds_files_refusals_as_one_kind():
     assert first_failure(episode, SPEC.refusal_kind) == "made-up recipe"
 
 
+def test_a_reply_cut_off_by_the_token_limit_is_filed_apart_from_other_format_errors():
+    """Deep goals' thoughts pass the 96 tokens the recipe generates: the lever is the limit."""
+    cut = played("m", 0, None, CRAFT)
+    cut.turns[0] = replace(cut.turns[0], cut_off=True)
+    refused = played("m", 1, None, CRAFT)
+    view = failure_view([("m", [cut, refused])], SPEC)
+    assert view.counts["m"] == {
+        "format error: reply cut off at the token limit": 1,
+        "format error": 1,
+    }
+
+
 def test_runs_without_a_failure_get_no_section(tmp_path):
     for name in ("a", "b"):
         write_jsonl(tmp_path / name / "episodes.jsonl", [played(name, 0, *SOLVE)])

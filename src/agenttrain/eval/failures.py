@@ -3,7 +3,8 @@
 A success rate says how often a model fails, not why; a lever is chosen by the why (a model
 that invents recipes needs other help than one that forgets an ingredient). Each scored
 episode that failed is filed under the first turn that went wrong: a reply the action format
-refused ("format error"), or an action the environment refused, named by the environment's
+refused ("format error"; one cut off by the token limit is filed apart, since its lever is
+the limit, not the format), or an action the environment refused, named by the environment's
 `EnvSpec.refusal_kind` (TextCraft: "made-up recipe", "missing ingredients", ...). An episode
 in which nothing was refused is filed under how it ended (the turn limit, the context limit).
 Beside it, how many failed episodes resent a refused action word for word: a loop that
@@ -26,6 +27,7 @@ from agenttrain.rl.rewards import looping_turns
 from agenttrain.rollout.trajectory import Trajectory
 
 FORMAT_ERROR = "format error"
+CUT_OFF = "format error: reply cut off at the token limit"
 REFUSED = "refused action"
 ENDINGS = {
     "max_turns": "nothing refused: turn limit",
@@ -53,7 +55,7 @@ def first_failure(trajectory: Trajectory, kind_of: Callable[[str], str | None]) 
     """The first thing that went wrong in a failed episode (see the module's docstring)."""
     for turn in trajectory.turns:
         if turn.format_error:
-            return FORMAT_ERROR
+            return CUT_OFF if turn.cut_off else FORMAT_ERROR
         if turn.action is not None:
             kind = kind_of(turn.observation)
             if kind is not None:
