@@ -28,6 +28,12 @@ def test_a_step_logs_each_textcraft_verb_per_episode(tiny_model_dir, tmp_path):
     )
     only_fetching = trainer._rollout_metrics([fetch_only], [0.0], {}, 30)
     assert only_fetching["rollout/actions/craft"] == 0.0
+    # replies the token limit cut off, as a share of turns
+    assert metrics["env/cut_off_rate"] == 0.0
+    fetch_only.turns[0].cut_off = True
+    cut = trainer._rollout_metrics(episodes, [1.0, 0.0], {}, 30)
+    turns = sum(len(episode.turns) for episode in episodes)
+    assert cut["env/cut_off_rate"] == pytest.approx(1 / turns)
 
 
 def test_an_environment_without_verbs_logs_no_action_counts(tiny_model_dir, tmp_path):

@@ -80,6 +80,8 @@ def test_the_step_table_has_a_row_per_step_and_the_classes_after_the_metrics():
         },
         {"step": 2, "rollout/episodes": 16, "rollout/informative_group_share": 0.25},
     ]
+    for row in rows[1:]:
+        row["env/cut_off_rate"] = 0.0  # no reply cut off: no column
     header, rule, first, second = step_table(rows)
     titles = [cell.strip() for cell in header.strip("|").split("|")]
     assert titles == [
@@ -91,3 +93,7 @@ def test_the_step_table_has_a_row_per_step_and_the_classes_after_the_metrics():
     assert rule.count("---") == 4
     assert first == "| 1 | 0.50 | 1 / 2 / 3 | 0 / 0 / 1 |"
     assert second == "| 2 | 0.25 | – | – |"
+    rows[2]["env/cut_off_rate"] = 0.125  # a step's replies hit the token limit
+    header, _, first, second = step_table(rows)
+    assert "| replies cut off |" in header
+    assert first.startswith("| 1 | 0.50 | 0.00 |") and second.startswith("| 2 | 0.25 | 0.12 |")

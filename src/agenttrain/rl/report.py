@@ -159,11 +159,14 @@ STEP_COLUMNS = (
     ("shaped: equal and solved", "actor/zero_variance_solved_share", "{:.2f}"),
     ("shaped: equal and failed", "actor/zero_variance_failed_share", "{:.2f}"),
     ("training success", "env/success_rate", "{:.2f}"),
+    ("replies cut off", "env/cut_off_rate", "{:.2f}"),
     ("progress of unsolved", "reward/progress", "{:.2f}"),
     ("entropy", "actor/entropy", "{:.3f}"),
     ("demonstrations' NLL", "actor/demo_nll", "{:.3f}"),
 )
 """A GRPO run step by step: where its learning signal came from."""
+SHOWN_WHEN_NONZERO = {"env/cut_off_rate"}
+"""Columns that say something only where some step is not 0."""
 
 
 def step_table(rows: Sequence[dict[str, float]]) -> list[str]:
@@ -199,6 +202,8 @@ def logged_classes(rows: Sequence[dict[str, float]], count: str) -> list[str]:
 
 
 def _logged(rows: Sequence[dict[str, float]], key: str) -> bool:
+    if key in SHOWN_WHEN_NONZERO:
+        return any(row.get(key) for row in rows)
     return any(key in row for row in rows)
 
 

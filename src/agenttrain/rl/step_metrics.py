@@ -19,8 +19,9 @@ def rollout_metrics(
     oracle_start: bool = False,
 ) -> dict[str, float]:
     """Episodes and errors, score/length/turn statistics of the unerrored episodes, success
-    and format-error rates, actions by verb (`verbs`: each environment's action words), and
-    with `oracle_start` (the run starts episodes from oracle turns) the oracle-start share."""
+    and format-error rates, the share of replies cut off by the token limit, actions by verb
+    (`verbs`: each environment's action words), and with `oracle_start` (the run starts
+    episodes from oracle turns) the oracle-start share."""
     valid = [t for t in trajectories if not t.errored]
     played = max(len(trajectories), 1)
     env_errors = sum(t.finish_reason == "env_error" for t in trajectories)
@@ -44,6 +45,8 @@ def rollout_metrics(
     metrics["env/success_rate"] = fmean(t.success for t in valid)
     turns = sum(t.num_turns for t in valid)
     metrics["env/format_error_rate"] = sum(t.format_errors for t in valid) / max(turns, 1)
+    cut_off = sum(turn.cut_off for t in valid for turn in t.turns)
+    metrics["env/cut_off_rate"] = cut_off / max(turns, 1)
     metrics["response_length/clip_ratio"] = fmean(t.finish_reason == "context_limit" for t in valid)
     if oracle_start:
         metrics["rollout/oracle_turns"] = fmean(t.oracle_turns for t in valid)
