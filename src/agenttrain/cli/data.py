@@ -152,6 +152,15 @@ def demos(
             "needs ('Still needed for beacon: 5 glass, 3 obsidian.') (textcraft).",
         ),
     ] = False,
+    todo: Annotated[
+        bool,
+        typer.Option(
+            "--todo",
+            help="Replies fetch every ingredient with get before they know it is crafted, "
+            "quote a recipe only when the game refuses, and carry what is left ('To do: get "
+            "5 glass, craft beacon.') (textcraft; alone, not with the other rewrites).",
+        ),
+    ] = False,
 ) -> None:
     """Write successful episodes of a solver on training tasks, as SFT data.
 
@@ -163,9 +172,12 @@ def demos(
         add_needs,
         add_quotes,
         add_recovery,
+        add_todo,
         check_ingredients,
         check_quotes,
         check_recovery,
+        check_todo,
+        other_rewrites,
         write_demos,
     )
 
@@ -178,6 +190,8 @@ def demos(
             check_ingredients(quote_recipes)
         if still_needed:
             check_quotes(env, action_format, "--still-needed")
+        if todo:
+            check_todo(env, action_format, other_rewrites(recovery, quote_recipes, still_needed))
         config = EvalConfig(
             env=env,
             split=split,
@@ -195,6 +209,7 @@ def demos(
         recovered = add_recovery(out, env, recovery, seed, recovery_style, recovery_from)
         quoted = add_quotes(out, env, action_format, quote_ingredients) if quote_recipes else 0
         tracked = add_needs(out, env, action_format) if still_needed else 0
+        planned = add_todo(out, env, action_format) if todo else 0
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:
@@ -209,6 +224,8 @@ def demos(
         console.print(f"{quoted} with thoughts that quote the recipes they follow{kinds}")
     if still_needed:
         console.print(f"{tracked} with thoughts that say what each item still needs")
+    if todo:
+        console.print(f"{planned} of {result.kept} rewritten to probe with get and carry a to-do")
     console.print(
         f"kept {result.kept} of {result.episodes} episodes (successful ones), "
         f"{result.turns} turns -> {result.out}\n"

@@ -12,7 +12,13 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from agenttrain import config as config_io
 from agenttrain.run.config import RunConfig, Section
-from agenttrain.sft.demos import check_ingredients, check_quotes, check_recovery
+from agenttrain.sft.demos import (
+    check_ingredients,
+    check_quotes,
+    check_recovery,
+    check_todo,
+    other_rewrites,
+)
 
 Positions = Annotated[
     list[int] | str | None, BeforeValidator(lambda v: str(v) if isinstance(v, int) else v)
@@ -51,6 +57,9 @@ class DemosStage(Section):
     still_needed: bool = False
     """Each `get` and craft thought ends with what the item it works toward still needs
     (TextCraft; `agenttrain demos --still-needed`)."""
+    todo: bool = False
+    """Replies fetch every ingredient with `get` before they know it is crafted and carry a
+    to-do list (TextCraft; `agenttrain demos --todo`; alone, not with the rewrites above)."""
 
     @model_validator(mode="after")
     def _recovery_exists(self) -> DemosStage:
@@ -62,6 +71,9 @@ class DemosStage(Section):
             check_ingredients(self.quote_recipes)
         if self.still_needed:
             check_quotes(self.env, self.action_format, "--still-needed")
+        if self.todo:
+            others = other_rewrites(self.recovery, self.quote_recipes, self.still_needed)
+            check_todo(self.env, self.action_format, others)
         return self
 
 

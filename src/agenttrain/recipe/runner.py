@@ -47,6 +47,7 @@ NEW_DEMOS_SETTINGS = {
     "quote_recipes": False,
     "quote_ingredients": False,
     "still_needed": False,
+    "todo": False,
 }
 """Settings of the demos stage added after recipes began recording theirs, at the value that
 earlier runs had (a record without them still matches)."""
@@ -178,7 +179,13 @@ class Recipe(RecipeReport):
         return result
 
     def make_demos(self) -> Path:
-        from agenttrain.sft.demos import add_needs, add_quotes, add_recovery, write_demos
+        from agenttrain.sft.demos import (
+            add_needs,
+            add_quotes,
+            add_recovery,
+            add_todo,
+            write_demos,
+        )
 
         settings = self.stage_settings("demos")
         if self.demos_path.exists():
@@ -208,6 +215,9 @@ class Recipe(RecipeReport):
             add_quotes(staging, demos.env, demos.action_format, demos.quote_ingredients)
         if demos.still_needed:
             add_needs(staging, demos.env, demos.action_format)
+        if demos.todo:
+            planned = add_todo(staging, demos.env, demos.action_format)
+            self.console.print(f"{planned} of {result.kept} rewritten to probe and carry a to-do")
         staging.rename(self.demos_path)
         self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")

@@ -181,3 +181,37 @@ def add_needs(out: Path, env: str, action_format: str = "react") -> int:
     records = [with_needs(record) for record in _read_records(out)]
     _replace_records(out, records)
     return len(records)
+
+
+def other_rewrites(recovery: float, quote_recipes: bool, still_needed: bool) -> tuple[str, ...]:
+    """The flags of the rewrites given besides `--todo`, as a user typed them."""
+    given = {
+        "--recovery": recovery,
+        "--quote-recipes": quote_recipes,
+        "--still-needed": still_needed,
+    }
+    return tuple(flag for flag, value in given.items() if value)
+
+
+def check_todo(env: str, action_format: str = "react", combined: tuple[str, ...] = ()) -> None:
+    """Refuse `--todo` where it cannot be written, before play: it writes whole TextCraft
+    react replies, so no other rewrite of the replies (`combined`, the flags given) may go
+    with it."""
+    check_quotes(env, action_format, "--todo")
+    if combined:
+        raise ValueError(
+            f"--todo writes every reply itself; it does not combine with {', '.join(combined)}"
+        )
+
+
+def add_todo(out: Path, env: str, action_format: str = "react") -> int:
+    """Rewrite every demonstration in `out` to fetch each ingredient with `get` before it is
+    known to be crafted and to carry a to-do list (`envs/textcraft/todo.py`); returns how many
+    (a demonstration whose replay does not go as planned stays as it was)."""
+    check_todo(env, action_format)
+    from agenttrain.envs.textcraft.todo import with_todo
+
+    records = _read_records(out)
+    rewritten = [with_todo(record) for record in records]
+    _replace_records(out, [new or old for new, old in zip(rewritten, records, strict=True)])
+    return sum(new is not None for new in rewritten)

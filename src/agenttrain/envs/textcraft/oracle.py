@@ -37,6 +37,18 @@ def goal_from_observation(observation: str) -> str:
     return item_id(match.group(1))
 
 
+@dataclass
+class Block:
+    """An item the plan crafts: the amount it needs made, the listed recipe it uses, and its
+    actions `[start, end)` (fetching and crafting its ingredients, then its own crafts)."""
+
+    name: str
+    amount: int
+    command: str
+    start: int
+    end: int = -1
+
+
 class _Planner:
     """Depth-first production plan with an inventory simulation.
 
@@ -54,11 +66,17 @@ class _Planner:
         self.crafted_inputs: dict[str, list[str]] = {}
         """Display name of each crafted item -> the display names of its inputs that are
         crafted too (the rest are fetched with `get`)."""
+        self.blocks: list[Block] = []
+        """Each item the plan crafts, and where its actions lie (in the order begun)."""
+        self.from_stock: list[str] = []
+        """Ingredients (ids) served wholly from units an earlier craft left over."""
 
     def ensure(self, item: str, amount: int, purpose: str) -> None:
         free = self.inventory[item] - self.reserved[item]
         if free < amount:
             self.produce(item, amount - free, purpose)
+        else:
+            self.from_stock.append(item)
         self.reserved[item] += amount
 
     def produce(self, item: str, amount: int, purpose: str) -> None:
@@ -76,6 +94,8 @@ class _Planner:
             return
         recipe = self.easiest_recipe(item)
         self.recipes.setdefault(name, (recipe.command, purpose))
+        block = Block(name, amount, recipe.command, start=len(self.actions))
+        self.blocks.append(block)
         crafts = math.ceil(amount / recipe.output_count)
         inputs = [(self.concrete(i, crafts), i.count) for i in recipe.inputs]
         self.crafted_inputs.setdefault(
@@ -95,6 +115,7 @@ class _Planner:
             self.inventory[concrete] -= count * crafts
             self.reserved[concrete] -= count * crafts
         self.inventory[item] += recipe.output_count * crafts
+        block.end = len(self.actions)
 
     def easiest_recipe(self, item: str) -> Recipe:
         recipes = self.book.item_recipes[item]
@@ -133,6 +154,15 @@ def crafted_ingredients(goal: str, book: RecipeBook | None = None) -> dict[str, 
     """Display name of each item the plan for `goal` crafts -> those of its ingredients that
     the plan crafts too (the others are basic items, fetched with `get`)."""
     return _planned(goal, book).crafted_inputs
+
+
+def crafting_blocks(
+    goal: str, book: RecipeBook | None = None
+) -> tuple[list[PlannedAction], list[Block], bool]:
+    """The plan for `goal`, each item it crafts with where its actions lie (the goal first),
+    and whether an ingredient comes wholly from an earlier craft's leftovers."""
+    planner = _planned(goal, book)
+    return planner.actions, planner.blocks, bool(planner.from_stock)
 
 
 def plan_for_observation(observation: str, book: RecipeBook | None = None) -> list[PlannedAction]:

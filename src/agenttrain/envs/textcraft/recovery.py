@@ -94,7 +94,7 @@ Turn = int | str
 """A turn of a rewritten episode: the record's turn at that index, or a reply written here."""
 
 
-def _replay(task_id: int, actions: list[str]) -> tuple[list[StepResult], bool]:
+def replay(task_id: int, actions: list[str]) -> tuple[list[StepResult], bool]:
     """The game's answers to `actions` in a fresh game of `task_id`, and whether the goal was
     made."""
     env = TextCraftEnv()
@@ -183,7 +183,7 @@ def with_recovery(
         rng.shuffle(points)
         for slip, order in points:
             steps = [actions[k] if isinstance(k, int) else ACTION.search(k)[1] for k in order]
-            results, won = _replay(record["task_id"], steps)
+            results, won = replay(record["task_id"], steps)
             if won and _refused_as_planned(kind, results[slip].observation):
                 return _rewritten(record, order, results, slip, kind)
     return None

@@ -1,0 +1,127 @@
+"""Demonstrations that try `get` before they know, and carry the plan as a to-do list.
+
+After a 2-epoch SFT no model solves a depth-1 goal whose recipe lists two or three
+ingredients (0 of 32 test episodes, docs/results.md). In its first turn it quotes the goal's
+recipe, then a second, made-up one for a basic ingredient ("The recipe for white stained
+glass is ...") and follows it. The oracle's thoughts decide up front whether each ingredient
+is basic, a look-up the 135M model cannot make in a 40-line recipe list.
+
+`with_todo` rewrites an oracle episode so that the look-up is never made in the head: every
+ingredient is first fetched with `get`, and only when the game refuses it ("Could not find
+stick") does the next thought quote that item's recipe and plan its ingredients. Each
+thought carries what is left to do (`To do: get 5 glass, get 3 obsidian, craft beacon.`):
+the action is the list's first entry, and the next thought copies the rest, so the plan
+never has to be rebuilt from a recipe quoted turns ago. Every observation comes from
+replaying the actions in the real game; every reply is trained, the refused `get`s too,
+because trying is the behaviour taught.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agenttrain.envs.actions import PlannedAction
+from agenttrain.envs.textcraft.game import CRAFT, refused
+from agenttrain.envs.textcraft.oracle import Block, crafting_blocks, goal_from_observation
+from agenttrain.envs.textcraft.quotes import as_chat, quote
+from agenttrain.envs.textcraft.recovery import must_craft_thought, replay
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A `get` of an item the plan crafts, sent before the policy knows it is crafted."""
+
+    block: Block
+
+    @property
+    def action(self) -> str:
+        return f"get {self.block.amount} {self.block.name}"
+
+
+Event = Probe | PlannedAction
+
+
+def probing_events(actions: list[PlannedAction], blocks: list[Block]) -> list[Event]:
+    """The oracle's actions with a probe before each crafted item's first action (outer
+    items first); the goal (the first block) is known to be crafted and is not probed."""
+    probes: dict[int, list[Probe]] = {}
+    for block in blocks[1:]:
+        probes.setdefault(block.start, []).append(Probe(block))
+    events: list[Event] = []
+    for index, action in enumerate(actions):
+        events += probes.get(index, [])
+        events.append(action)
+    return events
+
+
+def todo_list(events: list[Event], position: int) -> list[str]:
+    """What is left to do before event `position`, as the policy knows it: an item not yet
+    probed is one `get`, whatever its crafting takes."""
+    first_event = _first_events(events)
+    entries, k = [], position
+    while k < len(events):
+        event = events[k]
+        if isinstance(event, Probe):
+            entries.append(event.action)
+            k = first_event.get(event.block.end, len(events))
+            continue
+        entries.append(_entry(event.action))
+        k += 1
+    return entries
+
+
+def _first_events(events: list[Event]) -> dict[int, int]:
+    """Oracle action index -> the index of the first event that belongs to it (its probes,
+    else itself)."""
+    first: dict[int, int] = {}
+    action_index = 0
+    for k, event in enumerate(events):
+        first.setdefault(action_index, k)
+        if not isinstance(event, Probe):
+            action_index += 1
+    return first
+
+
+def _entry(action: str) -> str:
+    """A to-do entry: a `get` as sent, a craft by the item it makes."""
+    match = CRAFT.match(action)
+    return f"craft {match.group(1).split(' ', 1)[1]}" if match else action
+
+
+def todo_reply(prefix: str, todo: list[str], action: str) -> str:
+    """A react reply whose thought is `prefix` and the to-do list, and whose action is
+    `action` (the list's first entry, in full)."""
+    return f"Thought:\n{prefix}To do: {', '.join(todo)}.\n\nAction:\n{action}"
+
+
+def with_todo(record: dict[str, Any]) -> dict[str, Any] | None:
+    """`record` (a successful TextCraft demonstration) replayed as a chat record that probes
+    with `get` and carries a to-do list; None when the replay does not go as planned."""
+    messages = [dict(m) for m in as_chat(record)]
+    start = next(i for i, m in enumerate(messages) if "Goal: craft" in m.get("content", ""))
+    head = messages[: start + 1]
+    actions, blocks, from_stock = crafting_blocks(goal_from_observation(head[-1]["content"]))
+    if from_stock:  # the to-do would list an ingredient that is never fetched
+        return None
+    events = probing_events(actions, blocks)
+    results, won = replay(record["task_id"], [event.action for event in events])
+    as_planned = all(
+        refused(result.observation) == isinstance(event, Probe)
+        for event, result in zip(events, results, strict=True)
+    )
+    if not (won and as_planned):
+        return None
+    prefix = quote(blocks[0].name, blocks[0].command)
+    for k, (event, result) in enumerate(zip(events, results, strict=True)):
+        reply = todo_reply(prefix, todo_list(events, k), event.action)
+        head += [
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": result.observation},
+        ]
+        prefix = ""
+        if isinstance(event, Probe):
+            prefix = must_craft_thought(event.block.name) + quote(
+                event.block.name, event.block.command
+            )
+    return {"env": "textcraft", "task_id": record["task_id"], "messages": head[:-1]}

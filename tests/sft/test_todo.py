@@ -1,0 +1,109 @@
+"""`agenttrain demos --todo`: replies that probe with `get` and carry a to-do list."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agenttrain.cli import app
+from agenttrain.config import ConfigError
+from agenttrain.envs.textcraft.env import TextCraftEnv
+from agenttrain.envs.textcraft.game import refused
+from agenttrain.envs.textcraft.oracle import crafting_blocks, plan
+from agenttrain.envs.textcraft.tasks import task
+from agenttrain.recipe import StageChanged
+from agenttrain.sft.data import read_conversations
+from sft.test_quotes import ACTION, QUOTE, demos, replies, train_positions
+
+TODO = re.compile(r"To do: (.+)\.\n\nAction:\n")
+MUST_CRAFT = re.compile(r"^Thought:\n(.+?) cannot be fetched: it must be crafted\. ", re.I)
+
+
+def todo(reply: str) -> list[str]:
+    return TODO.search(reply)[1].split(", ")
+
+
+def entry(action: str) -> str:
+    """How the to-do names an action: a craft by its item, a `get` as sent."""
+    if action.startswith("craft "):
+        return "craft " + action.split(" using ")[0].split(" ", 2)[2]
+    return action
+
+
+def test_each_action_is_the_lists_head_and_a_refusal_opens_the_items_recipe(tmp_path):
+    """The list is the plan as the policy can know it: an action done drops its entry; a
+    refused `get` of a crafted item is replaced by that item's plan, ending in its craft,
+    right after its recipe is quoted as the task lists it."""
+    positions = train_positions(1, 3) + train_positions(2, 4) + train_positions(3, 2)
+    output, records = demos(tmp_path / "todo.jsonl", positions, "--todo")
+    assert f"{len(positions)} of {len(positions)} rewritten to probe with get" in output
+    for record in records:
+        listed = task(record["task_id"]).commands
+        said = replies(record)[1:]
+        observations = [m["content"] for m in record["messages"] if m["role"] == "user"][2:]
+        lists = [todo(reply) for reply in said]
+        actions = [ACTION.search(reply)[1] for reply in said]
+        goal = task(record["task_id"]).goal_name
+        assert QUOTE.findall(said[0]) == [(goal, next(c for c in listed if f" {goal} using " in c))]
+        assert lists[-1] == [f"craft {goal}"]
+        for k, (action, seen) in enumerate(zip(actions[:-1], observations, strict=True)):
+            assert entry(action) == lists[k][0]
+            if not refused(seen):
+                assert lists[k + 1] == lists[k][1:] and not QUOTE.search(said[k + 1])
+                continue
+            item = MUST_CRAFT.match(said[k + 1])[1]
+            assert action.startswith("get ") and action.endswith(item.lower())
+            ((quoted, command),) = QUOTE.findall(said[k + 1])
+            assert quoted.lower() == item.lower() and command in listed
+            opened = lists[k + 1][: len(lists[k + 1]) - len(lists[k]) + 1]
+            assert opened[-1] == f"craft {quoted}" and lists[k + 1][len(opened) :] == lists[k][1:]
+
+
+def test_todo_demos_win_in_the_game_with_every_reply_trained(tmp_path):
+    """The probes are the behaviour taught, so they carry loss; the crafts and basic `get`s
+    are the oracle's, one probe more for each item crafted on the way."""
+    positions = train_positions(2, 3) + train_positions(3, 1)
+    out = tmp_path / "todo.jsonl"
+    _, records = demos(out, positions, "--todo")
+    for record, conversation in zip(records, read_conversations(out), strict=True):
+        actions = [ACTION.search(reply)[1] for reply in replies(record)[1:]]
+        oracle, blocks, _ = crafting_blocks(task(record["task_id"]).goal)
+        assert [a for a in actions if a not in {f"get {b.amount} {b.name}" for b in blocks}] == [
+            p.action for p in plan(task(record["task_id"]).goal)
+        ]
+        assert len(actions) == len(oracle) + len(blocks) - 1
+        env = TextCraftEnv()
+        env.reset_sync(record["task_id"])
+        assert [env.step_sync(a).reward for a in actions][-1] == 1.0
+        trained = [conversation.trainable[i] for i, m in enumerate(conversation.messages)]
+        assistant = [i for i, m in enumerate(conversation.messages) if m["role"] == "assistant"]
+        assert [trained[i] for i in assistant] == [False] + [True] * len(actions)
+
+
+@pytest.mark.parametrize("other", [["--quote-recipes"], ["--still-needed"], ["--recovery", "1"]])
+def test_todo_with_another_rewrite_is_refused_before_play(tmp_path, other):
+    out = tmp_path / "demos.jsonl"
+    args = ["demos", "--tasks", "0", "--out", str(out), "--todo", *other]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code != 0 and f"does not combine with {other[0]}" in result.output
+    assert not out.exists()
+
+
+def test_the_recipe_demos_stage_writes_todo_replies_and_records_it(tmp_path):
+    from agenttrain.recipe import Recipe, load_recipe
+
+    def demos_stage(*extra: str) -> Recipe:
+        overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1]", *extra]
+        return Recipe(load_recipe(Path("configs/textcraft_recipe_plain.yaml"), overrides))
+
+    path = demos_stage("demos.todo=true").make_demos()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(records) == 2 and all(TODO.search(replies(r)[1]) for r in records)
+    with pytest.raises(StageChanged):
+        demos_stage().make_demos()  # the same run folder without the to-do: another run
+    with pytest.raises(ConfigError, match="does not combine with --quote-recipes"):
+        demos_stage("demos.todo=true", "demos.quote_recipes=true")
