@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
 from typer.testing import CliRunner
 
 from agenttrain.cli import app
 from agenttrain.envs.textcraft.env import TextCraftEnv, describe
 from agenttrain.envs.textcraft.tasks import splits
-from sft.test_quotes import demos, replies, train_positions
+from sft.test_quotes import assert_stage_writes, demos, replies, train_positions
 
 NEEDS = re.compile(
     r" (?:Still needed for (?P<item>.+?): (?P<listed>.+?)|Nothing more is needed for "
@@ -122,18 +121,4 @@ def test_still_needed_where_it_cannot_be_written_is_refused_before_play(tmp_path
 
 
 def test_the_recipe_demos_stage_writes_them_when_asked_and_records_it(tmp_path):
-    import json
-
-    import pytest
-
-    from agenttrain.recipe import Recipe, StageChanged, load_recipe
-
-    def demos_stage(*extra: str) -> Recipe:
-        overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1]", *extra]
-        return Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), overrides))
-
-    path = demos_stage("demos.still_needed=true").make_demos()
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    assert all(any(NEEDS.search(r) for r in replies(record)) for record in records)
-    with pytest.raises(StageChanged):
-        demos_stage().make_demos()
+    assert_stage_writes(tmp_path, "configs/textcraft_recipe.yaml", "demos.still_needed=true", NEEDS)

@@ -13,7 +13,7 @@ from agenttrain.cli import app
 from agenttrain.config import ConfigError
 from agenttrain.envs.textcraft.oracle import crafted_ingredients, recipes_used
 from agenttrain.envs.textcraft.tasks import num_tasks, splits, task
-from agenttrain.recipe import StageChanged
+from agenttrain.recipe import Recipe, StageChanged, load_recipe
 from agenttrain.sft.data import read_conversations
 
 QUOTE = re.compile(r'The recipe for (.+?) is "(craft [^"]+)"\. ')
@@ -37,6 +37,24 @@ def demos(out: Path, positions: list[int], *extra: str) -> tuple[str, list[dict]
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())  # a line the console wrapped reads the same
     return said, [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def demos_stage(tmp_path: Path, config: str, *extra: str) -> Recipe:
+    """A recipe (`config` with `extra` overrides) whose demos stage plays train tasks 0 and 1
+    into `tmp_path`."""
+    overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1]", *extra]
+    return Recipe(load_recipe(Path(config), overrides))
+
+
+def assert_stage_writes(tmp_path: Path, config: str, setting: str, said: re.Pattern) -> None:
+    """The recipe's demos stage with `setting` writes replies that `said` finds, in every
+    demonstration, and records it: the same folder without it is another run."""
+    path = demos_stage(tmp_path, config, setting).make_demos()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(records) == 2
+    assert all(any(said.search(reply) for reply in replies(r)) for r in records)
+    with pytest.raises(StageChanged):
+        demos_stage(tmp_path, config).make_demos()
 
 
 def replies(record: dict) -> list[str]:
@@ -134,18 +152,10 @@ def test_quotes_where_they_cannot_be_written_are_refused_before_play(tmp_path, e
 
 
 def test_the_recipe_demos_stage_quotes_when_asked_and_records_it(tmp_path):
-    from agenttrain.recipe import Recipe, load_recipe
-
-    def demos_stage(*extra: str) -> Recipe:
-        overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1]", *extra]
-        return Recipe(load_recipe(Path("configs/textcraft_recipe_plain.yaml"), overrides))
-
-    path = demos_stage("demos.quote_recipes=true").make_demos()
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    assert len(records) == 2 and all(QUOTE.search(replies(r)[1]) for r in records)
-    with pytest.raises(StageChanged):
-        demos_stage().make_demos()  # the same run folder without quotes: another run
+    plain = "configs/textcraft_recipe_plain.yaml"
+    assert_stage_writes(tmp_path, plain, "demos.quote_recipes=true", QUOTE)
     with pytest.raises(StageChanged):  # nor are quotes with the ingredients' kinds
-        demos_stage("demos.quote_recipes=true", "demos.quote_ingredients=true").make_demos()
+        both = ("demos.quote_recipes=true", "demos.quote_ingredients=true")
+        demos_stage(tmp_path, plain, *both).make_demos()
     with pytest.raises(ConfigError, match="--quote-ingredients follows each quote"):
-        demos_stage("demos.quote_ingredients=true")
+        demos_stage(tmp_path, plain, "demos.quote_ingredients=true")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,9 +13,16 @@ from agenttrain.envs.textcraft.env import TextCraftEnv
 from agenttrain.envs.textcraft.game import refused
 from agenttrain.envs.textcraft.oracle import crafting_blocks, plan
 from agenttrain.envs.textcraft.tasks import task
-from agenttrain.recipe import StageChanged
 from agenttrain.sft.data import read_conversations
-from sft.test_quotes import ACTION, QUOTE, demos, replies, train_positions
+from sft.test_quotes import (
+    ACTION,
+    QUOTE,
+    assert_stage_writes,
+    demos,
+    demos_stage,
+    replies,
+    train_positions,
+)
 
 TODO = re.compile(r"To do: (.+)\.\n\nAction:\n")
 MUST_CRAFT = re.compile(r"^Thought:\n(.+?) cannot be fetched: it must be crafted\. ", re.I)
@@ -94,16 +99,7 @@ def test_todo_with_another_rewrite_is_refused_before_play(tmp_path, other):
 
 
 def test_the_recipe_demos_stage_writes_todo_replies_and_records_it(tmp_path):
-    from agenttrain.recipe import Recipe, load_recipe
-
-    def demos_stage(*extra: str) -> Recipe:
-        overrides = [f"run.out_dir={tmp_path}", "demos.tasks=[0,1]", *extra]
-        return Recipe(load_recipe(Path("configs/textcraft_recipe_plain.yaml"), overrides))
-
-    path = demos_stage("demos.todo=true").make_demos()
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    assert len(records) == 2 and all(TODO.search(replies(r)[1]) for r in records)
-    with pytest.raises(StageChanged):
-        demos_stage().make_demos()  # the same run folder without the to-do: another run
+    plain = "configs/textcraft_recipe_plain.yaml"
+    assert_stage_writes(tmp_path, plain, "demos.todo=true", TODO)
     with pytest.raises(ConfigError, match="does not combine with --quote-recipes"):
-        demos_stage("demos.todo=true", "demos.quote_recipes=true")
+        demos_stage(tmp_path, plain, "demos.todo=true", "demos.quote_recipes=true")
