@@ -12,7 +12,7 @@ from agenttrain.config import ConfigError
 from agenttrain.envs.textcraft.env import TextCraftEnv
 from agenttrain.envs.textcraft.game import refused
 from agenttrain.envs.textcraft.oracle import crafting_blocks, plan
-from agenttrain.envs.textcraft.tasks import task
+from agenttrain.envs.textcraft.tasks import splits, task
 from agenttrain.sft.data import read_conversations
 from sft.test_quotes import (
     ACTION,
@@ -32,6 +32,9 @@ def todo(reply: str) -> list[str]:
     return TODO.search(reply)[1].split(", ")
 
 
+BATCHES = re.compile(r"(craft .+) (\d+) times$")
+
+
 def entry(action: str) -> str:
     """How the to-do names an action: a craft by its item, a `get` as sent."""
     if action.startswith("craft "):
@@ -39,11 +42,21 @@ def entry(action: str) -> str:
     return action
 
 
+def done(todo: list[str]) -> list[str]:
+    """The list once its first entry is done: one batch fewer, or the entry gone."""
+    batches = BATCHES.match(todo[0])
+    if batches is None:
+        return todo[1:]
+    left = int(batches[2]) - 1
+    return [batches[1] if left == 1 else f"{batches[1]} {left} times", *todo[1:]]
+
+
 def test_each_action_is_the_lists_head_and_a_refusal_opens_the_items_recipe(tmp_path):
     """The list is the plan as the policy can know it: an action done drops its entry; a
     refused `get` of a crafted item is replaced by that item's plan, ending in its craft,
     right after its recipe is quoted as the task lists it."""
     positions = train_positions(1, 3) + train_positions(2, 4) + train_positions(3, 2)
+    positions += batched_positions(2)
     output, records = demos(tmp_path / "todo.jsonl", positions, "--todo")
     assert f"{len(positions)} of {len(positions)} rewritten to probe with get" in output
     for record in records:
@@ -56,16 +69,38 @@ def test_each_action_is_the_lists_head_and_a_refusal_opens_the_items_recipe(tmp_
         assert QUOTE.findall(said[0]) == [(goal, next(c for c in listed if f" {goal} using " in c))]
         assert lists[-1] == [f"craft {goal}"]
         for k, (action, seen) in enumerate(zip(actions[:-1], observations, strict=True)):
-            assert entry(action) == lists[k][0]
+            assert entry(action) == BATCHES.sub(r"\1", lists[k][0])
             if not refused(seen):
-                assert lists[k + 1] == lists[k][1:] and not QUOTE.search(said[k + 1])
+                assert lists[k + 1] == done(lists[k]) and not QUOTE.search(said[k + 1])
                 continue
             item = MUST_CRAFT.match(said[k + 1])[1]
             assert action.startswith("get ") and action.endswith(item.lower())
             ((quoted, command),) = QUOTE.findall(said[k + 1])
             assert quoted.lower() == item.lower() and command in listed
             opened = lists[k + 1][: len(lists[k + 1]) - len(lists[k]) + 1]
-            assert opened[-1] == f"craft {quoted}" and lists[k + 1][len(opened) :] == lists[k][1:]
+            assert BATCHES.sub(r"\1", opened[-1]) == f"craft {quoted}"
+            assert lists[k + 1][len(opened) :] == lists[k][1:]
+
+
+def batched_positions(count: int) -> list[int]:
+    """The first `count` train positions whose plan crafts an item more than once."""
+    found = []
+    for position, task_id in enumerate(splits()["train"]):
+        crafts = [p.action for p in plan(task(task_id).goal) if p.action.startswith("craft ")]
+        if len(set(crafts)) < len(crafts):
+            found.append(position)
+    return found[:count]
+
+
+def test_batches_are_one_entry_counted_down(tmp_path):
+    """Listing every batch taught the policy to write `craft stick, craft stick, ...` until the
+    token limit; a count says the same in three tokens."""
+    positions = batched_positions(3)
+    _, records = demos(tmp_path / "todo.jsonl", positions, "--todo")
+    for record in records:
+        lists = [todo(reply) for reply in replies(record)[1:]]
+        assert any(BATCHES.match(e) for t in lists for e in t)
+        assert all(len(set(t)) == len(t) for t in lists)  # no entry twice in a row or at all
 
 
 def test_todo_demos_win_in_the_game_with_every_reply_trained(tmp_path):
