@@ -166,3 +166,22 @@ def test_make_demos_recipe_is_the_plain_one_with_the_measured_differences(tmp_pa
     assert same_but(mine.algorithm, theirs.algorithm, "kl")
     evaluation = ours.eval_config(["m"])
     assert evaluation == demo.eval_config(["m"]).model_copy(update={"out": evaluation.out})
+
+
+def test_the_todo_recipe_is_the_anchored_one_with_todo_demonstrations(tmp_path):
+    """The to-do arm was measured as the anchored recipe's SFT and GRPO commands on to-do
+    demonstrations (docs/results.md, #26): only the demos stage, and the demonstrations the
+    SFT and the demonstration loss read, may differ."""
+    todo = recipe_from("textcraft_recipe_todo.yaml", tmp_path / "todo")
+    anchored = recipe_from("textcraft_recipe_anchored.yaml", tmp_path / "anchored")
+    assert todo.config.demos.todo and not anchored.config.demos.todo
+    assert not (todo.config.demos.recovery or todo.config.demos.quote_recipes)
+    assert same_but(todo.sft_config.data, anchored.sft_config.data, "train")
+    assert same_but(todo.sft_config, anchored.sft_config, "data", "run")
+    ours, theirs = todo.grpo_stage_config("m", None), anchored.grpo_stage_config("m", None)
+    assert same_but(ours, theirs, "actor", "run")
+    assert same_but(ours.actor, theirs.actor, "demo_loss")
+    assert same_but(ours.actor.demo_loss, theirs.actor.demo_loss, "data")
+    assert todo.eval_config(["m"]).model_dump(exclude={"out"}) == anchored.eval_config(
+        ["m"]
+    ).model_dump(exclude={"out"})
