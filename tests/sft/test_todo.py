@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -124,10 +125,47 @@ def test_todo_demos_win_in_the_game_with_every_reply_trained(tmp_path):
         assert [trained[i] for i in assistant] == [False] + [True] * len(actions)
 
 
-@pytest.mark.parametrize("other", [["--quote-recipes"], ["--still-needed"], ["--recovery", "1"]])
+def test_a_recovering_todo_demo_sends_a_craft_too_early_untrained_then_lists_the_get_again(
+    tmp_path,
+):
+    """To-do SFT models met a refused craft only in their own episodes and then wrote the
+    game's text into their list; with `--recovery` a share of the demonstrations shows one,
+    answered by the list before the slip, whose head is the `get` the craft lacked."""
+    positions = train_positions(1, 3) + train_positions(2, 3)
+    out = tmp_path / "todo.jsonl"
+    output, records = demos(out, positions, "--todo", "--recovery", "1")
+    assert f"{len(positions)} of {len(positions)} rewritten to recover from a refused craft" in (
+        output
+    )
+    for record, conversation in zip(records, read_conversations(out), strict=True):
+        assistant = [i for i, m in enumerate(conversation.messages) if m["role"] == "assistant"]
+        slips = [i for i in assistant[1:] if not conversation.trainable[i]]
+        assert len(slips) == 1
+        slip, recovery = slips[0], assistant[assistant.index(slips[0]) + 1]
+        messages = conversation.messages
+        assert messages[slip + 1]["content"].startswith("Could not find enough items")
+        said = messages[recovery]["content"]
+        assert said.startswith("Thought:\nThe craft was refused: an ingredient is missing.")
+        assert todo(said)[1:] == todo(messages[slip]["content"])  # the dropped get, back
+        assert todo(said)[0].startswith("get ") and ACTION.search(said)[1] == todo(said)[0]
+        env = TextCraftEnv()
+        env.reset_sync(record["task_id"])
+        actions = [ACTION.search(r)[1] for r in replies(record)[1:]]
+        assert [env.step_sync(a).reward for a in actions][-1] == 1.0
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        ["--quote-recipes"],
+        ["--still-needed"],
+        ["--recovery-from both", "--recovery", "1"],
+        ["--recovery-style inventory", "--recovery", "1"],
+    ],
+)
 def test_todo_with_another_rewrite_is_refused_before_play(tmp_path, other):
     out = tmp_path / "demos.jsonl"
-    args = ["demos", "--tasks", "0", "--out", str(out), "--todo", *other]
+    args = ["demos", "--tasks", "0", "--out", str(out), "--todo", *other[0].split(), *other[1:]]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code != 0 and f"does not combine with {other[0]}" in result.output
     assert not out.exists()
@@ -136,5 +174,9 @@ def test_todo_with_another_rewrite_is_refused_before_play(tmp_path, other):
 def test_the_recipe_demos_stage_writes_todo_replies_and_records_it(tmp_path):
     plain = "configs/textcraft_recipe_plain.yaml"
     assert_stage_writes(tmp_path, plain, "demos.todo=true", TODO)
+    recovering = ("demos.todo=true", "demos.recovery=1")
+    path = demos_stage(tmp_path / "recovering", plain, *recovering).make_demos()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert all(any(m.get("loss") is False for m in r["messages"][2:]) for r in records)
     with pytest.raises(ConfigError, match="does not combine with --quote-recipes"):
         demos_stage(tmp_path, plain, "demos.todo=true", "demos.quote_recipes=true")

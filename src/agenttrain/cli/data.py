@@ -191,7 +191,8 @@ def demos(
         if still_needed:
             check_quotes(env, action_format, "--still-needed")
         if todo:
-            check_todo(env, action_format, other_rewrites(recovery, quote_recipes, still_needed))
+            others = other_rewrites(recovery_from, recovery_style, quote_recipes, still_needed)
+            check_todo(env, action_format, others)
         config = EvalConfig(
             env=env,
             split=split,
@@ -206,10 +207,13 @@ def demos(
             device=device,
         )
         result = write_demos(config, out, console)
-        recovered = add_recovery(out, env, recovery, seed, recovery_style, recovery_from)
+        planned = 0
+        if todo:
+            planned, recovered = add_todo(out, env, action_format, recovery, seed)
+        else:
+            recovered = add_recovery(out, env, recovery, seed, recovery_style, recovery_from)
         quoted = add_quotes(out, env, action_format, quote_ingredients) if quote_recipes else 0
         tracked = add_needs(out, env, action_format) if still_needed else 0
-        planned = add_todo(out, env, action_format) if todo else 0
     except usage_errors() as problem:
         raise failure(problem) from None
     if result.not_kept:

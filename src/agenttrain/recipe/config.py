@@ -59,7 +59,8 @@ class DemosStage(Section):
     (TextCraft; `agenttrain demos --still-needed`)."""
     todo: bool = False
     """Replies fetch every ingredient with `get` before they know it is crafted and carry a
-    to-do list (TextCraft; `agenttrain demos --todo`; alone, not with the rewrites above)."""
+    to-do list (TextCraft; `agenttrain demos --todo`); with `recovery`, a share of them sends
+    a craft too early and recovers; not with the other rewrites above."""
 
     @model_validator(mode="after")
     def _recovery_exists(self) -> DemosStage:
@@ -72,7 +73,9 @@ class DemosStage(Section):
         if self.still_needed:
             check_quotes(self.env, self.action_format, "--still-needed")
         if self.todo:
-            others = other_rewrites(self.recovery, self.quote_recipes, self.still_needed)
+            others = other_rewrites(
+                self.recovery_from, self.recovery_style, self.quote_recipes, self.still_needed
+            )
             check_todo(self.env, self.action_format, others)
         return self
 

@@ -203,21 +203,20 @@ class Recipe(RecipeReport):
         )
         staging = self.demos_path.with_suffix(".partial")
         result = write_demos(solver_config, staging, self.console)
-        recovered = add_recovery(
-            staging,
-            demos.env,
-            demos.recovery,
-            self.config.run.seed,
-            demos.recovery_style,
-            demos.recovery_from,
-        )
+        seed = self.config.run.seed
+        if demos.todo:
+            planned, recovered = add_todo(
+                staging, demos.env, demos.action_format, demos.recovery, seed
+            )
+            self.console.print(f"{planned} of {result.kept} rewritten to probe and carry a to-do")
+        else:
+            recovered = add_recovery(
+                staging, demos.env, demos.recovery, seed, demos.recovery_style, demos.recovery_from
+            )
         if demos.quote_recipes:
             add_quotes(staging, demos.env, demos.action_format, demos.quote_ingredients)
         if demos.still_needed:
             add_needs(staging, demos.env, demos.action_format)
-        if demos.todo:
-            planned = add_todo(staging, demos.env, demos.action_format)
-            self.console.print(f"{planned} of {result.kept} rewritten to probe and carry a to-do")
         staging.rename(self.demos_path)
         self.records.record("demos", settings)
         self.console.print(f"kept {result.kept} of {result.episodes} episodes")

@@ -183,10 +183,14 @@ def add_needs(out: Path, env: str, action_format: str = "react") -> int:
     return len(records)
 
 
-def other_rewrites(recovery: float, quote_recipes: bool, still_needed: bool) -> tuple[str, ...]:
-    """The flags of the rewrites given besides `--todo`, as a user typed them."""
+def other_rewrites(
+    recovery_from: str, recovery_style: str, quote_recipes: bool, still_needed: bool
+) -> tuple[str, ...]:
+    """The rewrites given that `--todo` cannot go with, as a user typed them (`--recovery`
+    goes with it: its refused craft is written in to-do replies)."""
     given = {
-        "--recovery": recovery,
+        f"--recovery-from {recovery_from}": recovery_from != "craft",
+        f"--recovery-style {recovery_style}": recovery_style != "plain",
         "--quote-recipes": quote_recipes,
         "--still-needed": still_needed,
     }
@@ -196,7 +200,7 @@ def other_rewrites(recovery: float, quote_recipes: bool, still_needed: bool) -> 
 def check_todo(env: str, action_format: str = "react", combined: tuple[str, ...] = ()) -> None:
     """Refuse `--todo` where it cannot be written, before play: it writes whole TextCraft
     react replies, so no other rewrite of the replies (`combined`, the flags given) may go
-    with it."""
+    with it but its own refused craft (`--recovery`)."""
     check_quotes(env, action_format, "--todo")
     if combined:
         raise ValueError(
@@ -204,14 +208,26 @@ def check_todo(env: str, action_format: str = "react", combined: tuple[str, ...]
         )
 
 
-def add_todo(out: Path, env: str, action_format: str = "react") -> int:
+def add_todo(
+    out: Path, env: str, action_format: str = "react", recovery: float = 0.0, seed: int = 0
+) -> tuple[int, int]:
     """Rewrite every demonstration in `out` to fetch each ingredient with `get` before it is
-    known to be crafted and to carry a to-do list (`envs/textcraft/todo.py`); returns how many
-    (a demonstration whose replay does not go as planned stays as it was)."""
+    known to be crafted and to carry a to-do list (`envs/textcraft/todo.py`), a `recovery`
+    share of them with a craft sent too early and its recovery (chosen with `seed`); returns
+    how many were rewritten and how many of those recover (a demonstration whose replay does
+    not go as planned stays as it was)."""
     check_todo(env, action_format)
-    from agenttrain.envs.textcraft.todo import with_todo
+    from agenttrain.envs.textcraft.todo import craft_slips, todo_events, with_todo
 
+    rng = random.Random(f"{seed}/recovery")
     records = _read_records(out)
-    rewritten = [with_todo(record) for record in records]
-    _replace_records(out, [new or old for new, old in zip(rewritten, records, strict=True)])
-    return sum(new is not None for new in rewritten)
+    rewritten, recovering = 0, 0
+    for index, record in enumerate(records):
+        slips = craft_slips(todo_events(record)) if rng.random() < recovery else []
+        slip = rng.choice(slips) if slips else None
+        if (changed := with_todo(record, slip)) is not None:
+            records[index] = changed
+            rewritten += 1
+            recovering += slip is not None
+    _replace_records(out, records)
+    return rewritten, recovering

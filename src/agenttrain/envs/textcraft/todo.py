@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenttrain.envs.actions import PlannedAction
-from agenttrain.envs.textcraft.game import CRAFT, refused
+from agenttrain.envs.textcraft.game import CRAFT, NOT_ENOUGH, refused
 from agenttrain.envs.textcraft.oracle import Block, crafting_blocks, goal_from_observation
 from agenttrain.envs.textcraft.quotes import as_chat, quote
-from agenttrain.envs.textcraft.recovery import must_craft_thought, replay
+from agenttrain.envs.textcraft.recovery import RECOVERY_THOUGHT, must_craft_thought, replay
 
 
 @dataclass(frozen=True)
@@ -108,33 +108,80 @@ def todo_reply(prefix: str, todo: list[str], action: str) -> str:
     return f"Thought:\n{prefix}To do: {', '.join(todo)}.\n\nAction:\n{action}"
 
 
-def with_todo(record: dict[str, Any]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Turn:
+    """One reply of a to-do demonstration: its text, its action, and whether it is trained."""
+
+    reply: str
+    action: str
+    trained: bool = True
+    refused: bool = False
+    """Whether the game must refuse it (a probe, or the slip)."""
+
+
+def craft_slips(events: list[Event]) -> list[int]:
+    """Positions of the basic `get`s right before a craft: moving the craft first is the
+    slip `with_todo` can show ("Could not find enough items"), and what most failed episodes
+    of to-do SFT models did after a miscounted batch (docs/results.md)."""
+    return [
+        k
+        for k in range(len(events) - 1)
+        if not isinstance(events[k], Probe)
+        and events[k].action.startswith("get ")
+        and CRAFT.match(events[k + 1].action)
+    ]
+
+
+def todo_turns(events: list[Event], goal: Block, slip: int | None = None) -> list[Turn]:
+    """The replies of a to-do demonstration of `events`; with `slip`, the craft after that
+    `get` is first sent too early (untrained, refused), and the next reply recovers."""
+    turns: list[Turn] = []
+    prefix = quote(goal.name, goal.command)
+    for k, event in enumerate(events):
+        todo = todo_list(events, k)
+        if k == slip:
+            craft = events[k + 1].action
+            turns.append(Turn(todo_reply(prefix, todo[1:], craft), craft, False, True))
+            prefix = RECOVERY_THOUGHT
+        probe = isinstance(event, Probe)
+        turns.append(Turn(todo_reply(prefix, todo, event.action), event.action, refused=probe))
+        prefix = ""
+        if isinstance(event, Probe):
+            block = event.block
+            prefix = must_craft_thought(block.name) + quote(block.name, block.command)
+    return turns
+
+
+def with_todo(record: dict[str, Any], slip: int | None = None) -> dict[str, Any] | None:
     """`record` (a successful TextCraft demonstration) replayed as a chat record that probes
-    with `get` and carries a to-do list; None when the replay does not go as planned."""
+    with `get` and carries a to-do list, with `slip` one refused craft (`craft_slips`) and its
+    recovery; None when the replay does not go as planned."""
     messages = [dict(m) for m in as_chat(record)]
     start = next(i for i, m in enumerate(messages) if "Goal: craft" in m.get("content", ""))
     head = messages[: start + 1]
     actions, blocks, from_stock = crafting_blocks(goal_from_observation(head[-1]["content"]))
     if from_stock:  # the to-do would list an ingredient that is never fetched
         return None
-    events = probing_events(actions, blocks)
-    results, won = replay(record["task_id"], [event.action for event in events])
+    turns = todo_turns(probing_events(actions, blocks), blocks[0], slip)
+    results, won = replay(record["task_id"], [turn.action for turn in turns])
     as_planned = all(
-        refused(result.observation) == isinstance(event, Probe)
-        for event, result in zip(events, results, strict=True)
+        refused(result.observation) == turn.refused
+        and (turn.trained or result.observation.startswith(NOT_ENOUGH))
+        for turn, result in zip(turns, results, strict=True)
     )
     if not (won and as_planned):
         return None
-    prefix = quote(blocks[0].name, blocks[0].command)
-    for k, (event, result) in enumerate(zip(events, results, strict=True)):
-        reply = todo_reply(prefix, todo_list(events, k), event.action)
-        head += [
-            {"role": "assistant", "content": reply},
-            {"role": "user", "content": result.observation},
-        ]
-        prefix = ""
-        if isinstance(event, Probe):
-            prefix = must_craft_thought(event.block.name) + quote(
-                event.block.name, event.block.command
-            )
+    for turn, result in zip(turns, results, strict=True):
+        head.append({"role": "assistant", "content": turn.reply})
+        if not turn.trained:
+            head[-1]["loss"] = False
+        head.append({"role": "user", "content": result.observation})
     return {"env": "textcraft", "task_id": record["task_id"], "messages": head[:-1]}
+
+
+def todo_events(record: dict[str, Any]) -> list[Event]:
+    """The events of `record`'s to-do demonstration (to choose a slip among them)."""
+    messages = as_chat(record)
+    first = next(m["content"] for m in messages if "Goal: craft" in m.get("content", ""))
+    actions, blocks, _ = crafting_blocks(goal_from_observation(first))
+    return probing_events(actions, blocks)
