@@ -217,13 +217,13 @@ def add_todo(
     how many were rewritten and how many of those recover (a demonstration whose replay does
     not go as planned stays as it was)."""
     check_todo(env, action_format)
-    from agenttrain.envs.textcraft.todo import craft_slips, todo_events, with_todo
+    from agenttrain.envs.textcraft.todo import craft_slips, todo_plan, with_todo
 
     rng = random.Random(f"{seed}/recovery")
     records = _read_records(out)
     rewritten, recovering = 0, 0
     for index, record in enumerate(records):
-        slips = craft_slips(todo_events(record)) if rng.random() < recovery else []
+        slips = craft_slips(todo_plan(record).events) if rng.random() < recovery else []
         slip = rng.choice(slips) if slips else None
         if (changed := with_todo(record, slip)) is not None:
             records[index] = changed

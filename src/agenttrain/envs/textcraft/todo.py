@@ -152,17 +152,35 @@ def todo_turns(events: list[Event], goal: Block, slip: int | None = None) -> lis
     return turns
 
 
-def with_todo(record: dict[str, Any], slip: int | None = None) -> dict[str, Any] | None:
-    """`record` (a successful TextCraft demonstration) replayed as a chat record that probes
-    with `get` and carries a to-do list, with `slip` one refused craft (`craft_slips`) and its
-    recovery; None when the replay does not go as planned."""
+@dataclass(frozen=True)
+class TodoPlan:
+    """What a to-do demonstration of a record is built from."""
+
+    head: list[dict[str, Any]]
+    """The messages up to and including the task (instructions, acknowledgement, goal)."""
+    events: list[Event]
+    goal: Block
+    from_stock: bool
+    """Whether an ingredient comes wholly from an earlier craft's leftovers."""
+
+
+def todo_plan(record: dict[str, Any]) -> TodoPlan:
+    """The to-do plan of `record` (a TextCraft demonstration: trajectory or chat record)."""
     messages = [dict(m) for m in as_chat(record)]
     start = next(i for i, m in enumerate(messages) if "Goal: craft" in m.get("content", ""))
-    head = messages[: start + 1]
-    actions, blocks, from_stock = crafting_blocks(goal_from_observation(head[-1]["content"]))
-    if from_stock:  # the to-do would list an ingredient that is never fetched
+    goal = goal_from_observation(messages[start]["content"])
+    actions, blocks, from_stock = crafting_blocks(goal)
+    return TodoPlan(messages[: start + 1], probing_events(actions, blocks), blocks[0], from_stock)
+
+
+def with_todo(record: dict[str, Any], slip: int | None = None) -> dict[str, Any] | None:
+    """`record` (a successful TextCraft demonstration) replayed as a chat record that probes
+    with `get` and carries a to-do list, with `slip` one refused craft (`craft_slips` of its
+    plan's events) and its recovery; None when the replay does not go as planned."""
+    plan = todo_plan(record)
+    if plan.from_stock:  # the to-do would list an ingredient that is never fetched
         return None
-    turns = todo_turns(probing_events(actions, blocks), blocks[0], slip)
+    turns = todo_turns(plan.events, plan.goal, slip)
     results, won = replay(record["task_id"], [turn.action for turn in turns])
     as_planned = all(
         refused(result.observation) == turn.refused
@@ -171,17 +189,10 @@ def with_todo(record: dict[str, Any], slip: int | None = None) -> dict[str, Any]
     )
     if not (won and as_planned):
         return None
+    messages = plan.head
     for turn, result in zip(turns, results, strict=True):
-        head.append({"role": "assistant", "content": turn.reply})
+        messages.append({"role": "assistant", "content": turn.reply})
         if not turn.trained:
-            head[-1]["loss"] = False
-        head.append({"role": "user", "content": result.observation})
-    return {"env": "textcraft", "task_id": record["task_id"], "messages": head[:-1]}
-
-
-def todo_events(record: dict[str, Any]) -> list[Event]:
-    """The events of `record`'s to-do demonstration (to choose a slip among them)."""
-    messages = as_chat(record)
-    first = next(m["content"] for m in messages if "Goal: craft" in m.get("content", ""))
-    actions, blocks, _ = crafting_blocks(goal_from_observation(first))
-    return probing_events(actions, blocks)
+            messages[-1]["loss"] = False
+        messages.append({"role": "user", "content": result.observation})
+    return {"env": "textcraft", "task_id": record["task_id"], "messages": messages[:-1]}
