@@ -51,8 +51,15 @@ class ModelConfig(BaseModel):
     gradient_checkpointing: bool = False
 
 
-def build_trainable(config: ModelConfig, resume_from: Path | None = None) -> tuple[Any, Any]:
-    """(model in train mode, tokenizer): from `resume_from`'s model folder, else `config.path`."""
+def build_trainable(
+    config: ModelConfig, resume_from: Path | None = None, seed: int | None = None
+) -> tuple[Any, Any]:
+    """(model in train mode, tokenizer): from `resume_from`'s model folder, else `config.path`.
+
+    A new LoRA adapter's random initial weights are drawn from `seed` alone, not from the
+    global generator, which loading the model may or may not have advanced (a first run on a
+    machine converts the embedded GGUF, a later one reads the converted copy): otherwise two
+    runs of one config start from different adapters and train to different models."""
     from peft import LoraConfig as PeftLoraConfig
     from peft import PeftModel, get_peft_model
 
@@ -72,7 +79,10 @@ def build_trainable(config: ModelConfig, resume_from: Path | None = None) -> tup
         )
         with warnings.catch_warnings():  # PEFT calls a transformers API deprecated in v5
             warnings.filterwarnings("ignore", message="`is_gradient_checkpointing`")
-            model = get_peft_model(model, lora)
+            with torch.random.fork_rng(devices=[]):
+                if seed is not None:
+                    torch.manual_seed(seed)
+                model = get_peft_model(model, lora)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         if hasattr(model, "enable_input_require_grads"):

@@ -160,7 +160,7 @@ class Trainer(TrainingRun):
 
     def _build_model(self) -> tuple[torch.nn.Module, Any]:
         source = self.resume_from / "model" if self.resume_from else None
-        return build_trainable(self.config.model, source)
+        return build_trainable(self.config.model, source, self.config.run.seed)
 
     def _demo_loss(self) -> DemoLoss | None:
         """The demonstrations `actor.demo_loss` trains on beside the policy loss (none when off);

@@ -59,7 +59,7 @@ class SFTTrainer(TrainingRun):
         self.generation_limit = generation_limit or config.eval.max_new_tokens
         self._set_up_run(allow_config_change)
         source = self.resume_from / "model" if self.resume_from else None
-        self.model, self.tokenizer = build_trainable(config.model, source)
+        self.model, self.tokenizer = build_trainable(config.model, source, config.run.seed)
         self.template = ChatTemplate(self.tokenizer, config.data.system_prompt)
         self.pad_id = self.tokenizer.pad_token_id
         if self.pad_id is None:
