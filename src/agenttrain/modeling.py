@@ -56,10 +56,11 @@ def build_trainable(
 ) -> tuple[Any, Any]:
     """(model in train mode, tokenizer): from `resume_from`'s model folder, else `config.path`.
 
-    A new LoRA adapter's random initial weights are drawn from `seed` alone, not from the
-    global generator, which loading the model may or may not have advanced (a first run on a
-    machine converts the embedded GGUF, a later one reads the converted copy): otherwise two
-    runs of one config start from different adapters and train to different models."""
+    With `seed`, torch's generator is seeded again right before a new LoRA adapter draws its
+    initial weights: loading may or may not have advanced it (the first run on a machine
+    converts the embedded GGUF, which draws; later runs read the converted copy, which does
+    not), and two runs of one config then started from different adapters. Reseeding gives
+    every run what a run on a warm machine always got."""
     from peft import LoraConfig as PeftLoraConfig
     from peft import PeftModel, get_peft_model
 
@@ -79,10 +80,9 @@ def build_trainable(
         )
         with warnings.catch_warnings():  # PEFT calls a transformers API deprecated in v5
             warnings.filterwarnings("ignore", message="`is_gradient_checkpointing`")
-            with torch.random.fork_rng(devices=[]):
-                if seed is not None:
-                    torch.manual_seed(seed)
-                model = get_peft_model(model, lora)
+            if seed is not None:
+                torch.manual_seed(seed)
+            model = get_peft_model(model, lora)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         if hasattr(model, "enable_input_require_grads"):

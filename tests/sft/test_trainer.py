@@ -236,9 +236,9 @@ def test_a_patience_without_held_out_examples_is_refused(demos_file, tiny_model_
 
 def test_a_new_adapter_is_drawn_from_the_run_seed_alone(tiny_model_dir):
     """Two runs of one config start from one adapter, whatever drew from the global generator
-    before (a first run on a machine converts the embedded GGUF, a later one does not): two
-    SFT runs of the to-do recipe on the same data differed from the first step's gradient on
-    and read 36.7% and 32.5% (docs/results.md, 2026-12-07)."""
+    before (the first run on a machine converts the embedded GGUF, which draws; a later one
+    does not): two SFT runs of the to-do recipe on the same data differed from the first
+    step's gradient on and read 36.7% and 32.5% (docs/results.md, 2026-12-07)."""
     import torch
 
     def adapter(seed: int) -> dict[str, torch.Tensor]:
