@@ -78,10 +78,10 @@ def build_trainable(
             bias="none",
             task_type="CAUSAL_LM",
         )
+        if seed is not None:
+            torch.manual_seed(seed)
         with warnings.catch_warnings():  # PEFT calls a transformers API deprecated in v5
             warnings.filterwarnings("ignore", message="`is_gradient_checkpointing`")
-            if seed is not None:
-                torch.manual_seed(seed)
             model = get_peft_model(model, lora)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
