@@ -412,3 +412,51 @@ def test_screened_tasks_the_run_never_draws_are_left_out(tiny_model_dir, tmp_pat
     assert {task for _, task in stats.records} == {
         task for task, stratum in played.items() if stratum == "depth 1"
     }
+
+
+def screening_with_mixed(file: Path, mixed: set[int]) -> Path:
+    """`file`'s episodes rescored: in the tasks of `mixed` the first sample succeeds and the
+    rest fail; every other task fails in all its samples."""
+    rows = [json.loads(line) for line in file.read_text().splitlines()]
+    for row in rows:
+        won = row["task_id"] in mixed and row["sample"] == 0
+        row["success"], row["reward"] = won, float(won)
+    out = file.with_name("rescored.jsonl")
+    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return out
+
+
+def test_keep_mixed_draws_only_the_tasks_screening_both_solved_and_failed(
+    tiny_model_dir, tmp_path
+):
+    """`data.frontier.keep=mixed` (pass-rate filtering): tasks the starting model always or
+    never solved in screening are not drawn, in the first run and after a resume."""
+    file = screening_eval(tmp_path / "screen", tiny_model_dir, "val")
+    split = [t["task_id"] for t in map(json.loads, file.read_text().splitlines())]
+    mixed = set(split[::2][1:7:2])  # three tasks, not the first of the split
+    rescored = screening_with_mixed(file, mixed)
+    keep = (*SCREENED, f"data.frontier.seed_from=[{rescored}]", "data.frontier.keep=mixed")
+    config = recipe(tiny_model_dir, tmp_path / "run", *keep)
+    trainer = Trainer(config)
+    assert set(trainer.environments["largest"].train_tasks) == mixed
+    train(config)
+    played = {task for step in (1, 2) for _, task in step_tasks(config.run.out_dir, step)}
+    assert played <= mixed and played
+    resumed = Trainer(recipe(tiny_model_dir, tmp_path / "run", *keep, "trainer.total_steps=3"))
+    assert set(resumed.environments["largest"].train_tasks) == mixed
+
+
+def test_keep_mixed_without_a_mixed_task_or_a_screening_is_refused(tiny_model_dir, tmp_path):
+    file = screening_eval(tmp_path / "screen", tiny_model_dir, "val", "--tasks", "0-3")
+    none_mixed = screening_with_mixed(file, set())
+    config = recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        *SCREENED,
+        f"data.frontier.seed_from=[{none_mixed}]",
+        "data.frontier.keep=mixed",
+    )
+    with pytest.raises(ConfigError, match=r"none of largest's 100 training tasks.*eval -n 4"):
+        Trainer(config)
+    with pytest.raises(ConfigError, match=r"data.frontier.seed_from is empty"):
+        recipe(tiny_model_dir, tmp_path / "run", *FRONTIER, "data.frontier.keep=mixed")

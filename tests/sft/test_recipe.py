@@ -329,6 +329,22 @@ def test_screening_plays_the_tasks_grpo_can_draw_by_default():
     assert recipe("screen.enabled=true", "screen.tasks=7").screen_tasks() == [7]
 
 
+def test_screen_keep_mixed_reaches_grpo_and_needs_several_samples(tmp_path):
+    from agenttrain.recipe import Recipe, load_recipe
+
+    recipe_file = Path("configs/textcraft_recipe.yaml")
+    keep = ["screen.enabled=true", "screen.n=4", "screen.keep=mixed"]
+    stage = Recipe(load_recipe(recipe_file, keep)).grpo_stage_config("sft", tmp_path / "e.jsonl")
+    assert stage.data.frontier.keep == "mixed"
+    assert stage.data.frontier.seed_from == [tmp_path / "e.jsonl"]
+    for overrides, fragment in (
+        (["screen.enabled=true", "screen.keep=mixed"], "set screen.n=4"),
+        (["screen.n=4", "screen.keep=mixed"], "set screen.enabled=true"),
+    ):
+        with pytest.raises(ValueError, match=fragment):
+            load_recipe(recipe_file, overrides)
+
+
 @pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_screening_feeds_grpos_frontier_sampling_and_is_reused_only_unchanged(
     tiny_model_dir, tmp_path

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from agenttrain import config as config_io
+from agenttrain.rl.config import FrontierKeep
 from agenttrain.run.config import RunConfig, Section
 from agenttrain.sft.demos import (
     check_ingredients,
@@ -138,12 +139,26 @@ class ScreenStage(Section):
     task GRPO can draw (those of its `env.task_strata`)."""
     n: int = Field(1, ge=1)
     """Samples per task."""
+    keep: FrontierKeep = "all"
+    """mixed: GRPO draws only the tasks screening both solved and failed
+    (`data.frontier.keep`); needs `n` ≥ 2."""
     temperature: float | None = Field(None, ge=0)
     """Default: the GRPO stage's sampling temperature (screening estimates what GRPO sees)."""
     max_turns: int | None = Field(None, ge=1)
     """Default: the GRPO stage's turn limit."""
     max_new_tokens: int | None = Field(None, ge=1)
     """Default: the GRPO stage's `rollout.max_new_tokens`."""
+
+    @model_validator(mode="after")
+    def _keep_is_usable(self) -> ScreenStage:
+        if self.keep == "mixed" and not self.enabled:
+            raise ValueError("screen.keep=mixed filters by screening: set screen.enabled=true")
+        if self.keep == "mixed" and self.n < 2:
+            raise ValueError(
+                "screen.keep=mixed keeps the tasks screening both solved and failed, which one "
+                "sample a task never shows: set screen.n=4 (or at least 2)"
+            )
+        return self
 
 
 class RecipeConfig(Section):

@@ -59,6 +59,7 @@ NEW_SFT_SETTINGS = {
 """The same for the SFT stage's config."""
 NEW_GRPO_SETTINGS = {
     "data.frontier.replay": 0,
+    "data.frontier.keep": "all",
     "actor.demo_loss": DemoLossConfig().model_dump(mode="json"),
 }
 """The same for the GRPO stage's config."""
@@ -252,6 +253,7 @@ class Recipe(RecipeReport):
         overrides = [*self.grpo_overrides, f"model.path={start}"]
         if screened is not None:
             overrides += ["data.task_sampling=frontier", f"data.frontier.seed_from=[{screened}]"]
+            overrides.append(f"data.frontier.keep={self.config.screen.keep}")
         return config_io.load(TrainConfig, self.config.grpo.config, overrides)
 
     def train_grpo(self, start: str, screened: Path | None = None) -> str:

@@ -45,6 +45,8 @@ class SamplingConfig(Section):
 
 FrontierTarget = Literal["success", "signal"]
 """What frontier sampling estimates per task: its success rate, or its groups' signal rate."""
+FrontierKeep = Literal["all", "mixed"]
+"""Which training tasks a screened run draws: all of them, or those its screening split."""
 PenaltyGroups = Literal["all", "solved"]
 """Where a refusal penalty is charged: every group, or only groups with a success."""
 PenaltyCap = Literal["none", "progress"]
@@ -76,6 +78,21 @@ class FrontierConfig(Section):
     --model <start> -n 2`, its episodes.jsonl), counted into the per-task statistics before
     step 1: the first steps then pick tasks the model solves sometimes, instead of learning
     that from groups spent on hopeless ones. Training-split episodes only (checked)."""
+    keep: FrontierKeep = "all"
+    """all: every training task stays drawable; mixed: only the tasks whose `seed_from`
+    episodes both succeeded and failed (pass-rate filtering: a task the starting model solved
+    in all its screening samples, or in none, is dropped for the run). Screen with several
+    samples a task (`-n 4`): with one, no task is mixed."""
+
+    @model_validator(mode="after")
+    def _keep_needs_screening(self) -> FrontierConfig:
+        if self.keep != "all" and not self.seed_from:
+            raise ValueError(
+                f"data.frontier.keep={self.keep} filters tasks by their screening episodes, "
+                "but data.frontier.seed_from is empty: set it to the starting model's episodes "
+                "on the training tasks (agenttrain eval --split train -n 4 ...)"
+            )
+        return self
 
 
 class OracleStartConfig(Section):

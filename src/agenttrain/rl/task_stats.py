@@ -174,6 +174,11 @@ def screened(files: Sequence[Path], tasks: Mapping[str, TrainingTasks]) -> tuple
     return stats, skipped
 
 
+def mixed_tasks(stats: TaskStats) -> set[TaskKey]:
+    """The tasks with both a success and a failure among their counted episodes."""
+    return {key for key, record in stats.records.items() if 0 < record.successes < record.episodes}
+
+
 def _check_training_task(
     file: Path, trajectory: Trajectory, tasks: Mapping[str, TrainingTasks]
 ) -> None:

@@ -29,6 +29,7 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
+from agenttrain.config import ConfigError
 from agenttrain.eval.metrics import summarize
 from agenttrain.modeling import build_trainable, load_reference, starts_from_adapter
 from agenttrain.policy.base import SamplingParams
@@ -54,6 +55,7 @@ from agenttrain.rl.task_stats import (
     Pick,
     TaskStats,
     TrainingTasks,
+    mixed_tasks,
     pick_frontier,
     sampling_metrics,
     screened,
@@ -92,6 +94,8 @@ class Trainer(TrainingRun):
             timeout_s=config.rollout.env_timeout_s,
         )
         """The run's environments (one, or several mixed by weight) and its task stream."""
+        if config.data.frontier.keep == "mixed":
+            self._keep_mixed_tasks()
         specs = [part.spec for part in self.environments.parts]
         self.scorer = EpisodeScorer(config.reward, specs)
         """The step's reward pipeline (progress credit and penalties as `reward.*` asks)."""
@@ -222,15 +226,37 @@ class Trainer(TrainingRun):
         if self.memory is not None:
             self.memory.drop_after(self.step)
 
+    def _training_tasks(self) -> dict[str, TrainingTasks]:
+        """Each environment's training split and the tasks of it this run draws."""
+        return {
+            part.name: TrainingTasks(set(part.spec.split(part.config.split)), set(part.train_tasks))
+            for part in self.environments.parts
+        }
+
+    def _keep_mixed_tasks(self) -> None:
+        """`data.frontier.keep=mixed`: draw only the tasks the screening episodes both solved
+        and failed. Applied again on resume (the same files give the same tasks)."""
+        files = self.config.data.frontier.seed_from
+        keep = mixed_tasks(screened(files, self._training_tasks())[0])
+        for part in self.environments.parts:
+            before = len(part.train_tasks)
+            part.train_tasks = [task for task in part.train_tasks if (part.name, task) in keep]
+            if not part.train_tasks:
+                raise ConfigError(
+                    f"data.frontier.keep=mixed: none of {part.name}'s {before} training tasks "
+                    "was both solved and failed in data.frontier.seed_from's episodes; screen "
+                    "with more samples a task (agenttrain eval -n 4) or set keep=all"
+                )
+            self.console.print(
+                f"frontier sampling: {part.name} keeps {len(part.train_tasks)} of {before} "
+                "training tasks, those its screening episodes both solved and failed"
+            )
+
     def _screen_tasks(self) -> None:
         """Per-task statistics from `data.frontier.seed_from` before step 1 (a resumed run
         restores them with the rest of its statistics instead)."""
         files = self.config.data.frontier.seed_from
-        tasks = {
-            part.name: TrainingTasks(set(part.spec.split(part.config.split)), set(part.train_tasks))
-            for part in self.environments.parts
-        }
-        self.task_stats, skipped = screened(files, tasks)
+        self.task_stats, skipped = screened(files, self._training_tasks())
         episodes = sum(record.episodes for record in self.task_stats.records.values())
         left_out = f"; {skipped} episodes of tasks this run never draws left out" if skipped else ""
         self.console.print(
