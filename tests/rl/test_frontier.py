@@ -426,9 +426,7 @@ def screening_with_mixed(file: Path, mixed: set[int]) -> Path:
     return out
 
 
-def test_keep_mixed_draws_only_the_tasks_screening_both_solved_and_failed(
-    tiny_model_dir, tmp_path
-):
+def test_keep_mixed_draws_only_the_tasks_screening_both_solved_and_failed(tiny_model_dir, tmp_path):
     """`data.frontier.keep=mixed` (pass-rate filtering): tasks the starting model always or
     never solved in screening are not drawn, in the first run and after a resume."""
     file = screening_eval(tmp_path / "screen", tiny_model_dir, "val")
