@@ -345,6 +345,24 @@ def test_screen_keep_mixed_reaches_grpo_and_needs_several_samples(tmp_path):
             load_recipe(recipe_file, overrides)
 
 
+def test_the_report_says_how_many_tasks_screen_keep_mixed_left(tmp_path):
+    from agenttrain.recipe import Recipe, load_recipe
+
+    out = tmp_path / "recipe"
+    screening = ["eval", "--env", "textcraft", "--split", "train", "--tasks", "0-2"]
+    screening += ["--model", "oracle", "-n", "2", "--out", str(out / "screen")]
+    result = runner.invoke(app, screening)
+    assert result.exit_code == 0, result.output
+    (file,) = (out / "screen").glob("*/episodes.jsonl")
+    rows = [json.loads(line) for line in file.read_text().splitlines()]
+    rows[0]["success"], rows[0]["reward"] = False, 0.0  # one task solved once of twice
+    file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    keep = ["screen.enabled=true", "screen.n=2", "screen.keep=mixed", f"run.out_dir={out}"]
+    recipe = Recipe(load_recipe(Path("configs/textcraft_recipe.yaml"), keep))
+    section = " ".join(recipe.screening_section())
+    assert "drew only the 1 of 3 tasks screening both solved and failed" in section
+
+
 @pytest.mark.slow  # over 9 s on 2 cores: the full suite only
 def test_screening_feeds_grpos_frontier_sampling_and_is_reused_only_unchanged(
     tiny_model_dir, tmp_path

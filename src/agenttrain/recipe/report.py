@@ -99,9 +99,24 @@ class RecipeReport:
             f"task) and solved {percent(summary['success_rate'])}"
             + (f" ({by_group})" if by_group else "")
             + "; GRPO sampled its tasks by frontier with those episodes counted before step 1 "
-            "(`data.frontier.seed_from`).",
+            "(`data.frontier.seed_from`)."
+            + self._kept_tasks(summaries[-1].parent / "episodes.jsonl"),
             "",
         ]
+
+    def _kept_tasks(self, episodes: Path) -> str:
+        """The sentence on `screen.keep=mixed`'s filter: how many tasks GRPO could draw."""
+        if self.config.screen.keep != "mixed":
+            return ""
+        from agenttrain.rl.task_stats import TaskStats, mixed_tasks
+        from agenttrain.rollout.trajectory import read_jsonl
+
+        stats = TaskStats()
+        stats.record(read_jsonl(episodes))
+        return (
+            f" It drew only the {len(mixed_tasks(stats))} of {len(stats)} tasks screening both "
+            "solved and failed (`screen.keep=mixed`)."
+        )
 
     def _stage_details(self) -> dict[str, str]:
         details = {
