@@ -171,12 +171,21 @@ def test_make_demos_recipe_is_the_plain_one_with_the_measured_differences(tmp_pa
 def test_the_todo_recipe_is_the_anchored_one_with_todo_demonstrations(tmp_path):
     """The to-do arm was measured as the anchored recipe's SFT and GRPO stages on to-do
     demonstrations that recover from a refused craft (docs/results.md, #26): only the demos
-    stage, and the demonstrations the SFT and the demonstration loss read, may differ."""
+    stage, the demonstrations the SFT and the demonstration loss read, and the screening
+    before GRPO may differ."""
     todo = recipe_from("textcraft_recipe_todo.yaml", tmp_path / "todo")
     anchored = recipe_from("textcraft_recipe_anchored.yaml", tmp_path / "anchored")
     assert todo.config.demos.todo and not anchored.config.demos.todo
     assert todo.config.demos.recovery == 0.5 and todo.config.demos.recovery_from == "craft"
     assert not todo.config.demos.quote_recipes
+    # screening measured as separate commands: 4 samples of every depth-1/2 goal at GRPO's
+    # temperature, turn limit and reply length, then only the goals both solved and failed
+    screen = todo.config.screen
+    assert screen.enabled and screen.n == 4 and screen.keep == "mixed"
+    assert (screen.temperature, screen.max_turns, screen.max_new_tokens) == (None, None, None)
+    screened = todo.grpo_stage_config("m", tmp_path / "s.jsonl").data
+    assert screened.task_sampling == "frontier" and screened.frontier.keep == "mixed"
+    assert len(todo.screen_tasks()) == 310
     assert same_but(todo.sft_config.data, anchored.sft_config.data, "train")
     assert same_but(todo.sft_config, anchored.sft_config, "data", "run")
     ours, theirs = todo.grpo_stage_config("m", None), anchored.grpo_stage_config("m", None)
