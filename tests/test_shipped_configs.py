@@ -52,29 +52,32 @@ def test_the_gpu_recipe_trains_screens_and_evaluates_on_cuda(tmp_path):
     assert grpo.model.device == "cuda" and grpo.model.decode == "auto"
     # its evaluations and its screening fill the card's larger decode buckets, not 32 rows
     assert recipe.eval_config(["m"]).rollout.max_in_flight == 128
-    screening = recipe.training_play("m", "train", [0], 1, 0.8, grpo.rollout)
+    screening = recipe.training_play("m", "train", [0], 4, 0.6, grpo.rollout)
     assert screening.device == "cuda" and screening.rollout.max_in_flight == 128
 
 
-def test_the_gpu_recipe_runs_more_of_the_screened_recipes_steps(tmp_path):
-    """The GPU recipe is the best CPU-measured arm (configs/textcraft_recipe_screened.yaml,
-    +7.9 pooled, docs/results.md, #26) with more steps: same demonstrations, SFT data,
-    screening, and the same GRPO step. A drift would make its table a new, unmeasured arm."""
+def test_the_gpu_recipe_runs_more_of_the_todo_recipes_steps(tmp_path):
+    """The GPU recipe is the best CPU-measured arm (configs/textcraft_recipe_todo.yaml,
+    +15.0 pooled, docs/results.md, #26) with more steps: same demonstrations, SFT, screening,
+    and the same GRPO step. A drift would make its table a new, unmeasured arm."""
     gpu = recipe_from("textcraft_recipe_gpu.yaml", tmp_path / "gpu")
-    cpu = recipe_from("textcraft_recipe_screened.yaml", tmp_path / "cpu")
+    cpu = recipe_from("textcraft_recipe_todo.yaml", tmp_path / "cpu")
     assert gpu.config.demos == cpu.config.demos and gpu.config.screen == cpu.config.screen
     assert same_but(gpu.sft_config.data, cpu.sft_config.data, "train")  # each its own folder
     assert same_but(gpu.sft_config.optim, cpu.sft_config.optim, "micro_batch_tokens")
     assert same_but(gpu.sft_config.model, cpu.sft_config.model, "device")
     screened = tmp_path / "screen.jsonl"
     ours, measured = gpu.grpo_stage_config("m", screened), cpu.grpo_stage_config("m", screened)
-    for part in ("env", "rollout", "sampling", "data", "algorithm", "reward"):
+    for part in ("env", "rollout", "sampling", "algorithm", "reward"):
         assert getattr(ours, part) == getattr(measured, part), part
-    assert same_but(ours.actor, measured.actor, "micro_batch_tokens", "packing")
+    # the demonstration loss reads each recipe's own demos.jsonl
+    assert same_but(ours.data, measured.data, "train")
+    assert same_but(ours.actor, measured.actor, "micro_batch_tokens", "packing", "demo_loss")
+    assert same_but(ours.actor.demo_loss, measured.actor.demo_loss, "data")
     assert same_but(ours.model, measured.model, "device")
-    assert (ours.trainer.total_steps, measured.trainer.total_steps) == (24, 8)
+    assert (ours.trainer.total_steps, measured.trainer.total_steps) == (24, 10)
     evaluation, cpu_evaluation = gpu.eval_config(["m"]), cpu.eval_config(["m"])
-    assert evaluation.rollout.max_new_tokens == cpu_evaluation.rollout.max_new_tokens == 160
+    assert evaluation.rollout == cpu_evaluation.rollout.model_copy(update={"max_in_flight": 128})
     assert (evaluation.n, evaluation.tasks, evaluation.temperature) == (
         cpu_evaluation.n,
         cpu_evaluation.tasks,
