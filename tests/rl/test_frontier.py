@@ -176,6 +176,14 @@ def test_a_uniform_step_logs_the_informative_share_and_no_sampling_metrics(
             ["data.frontier.candidates=8"],
             ["data.task_sampling is uniform", "data.task_sampling=frontier"],
         ),
+        (
+            ["data.task_sampling=frontier", "data.frontier.rescreen_every=5"],
+            ["data.frontier.rescreen_every", "keep is all", "set keep=mixed"],
+        ),
+        (
+            ["data.task_sampling=frontier", "data.frontier.rescreen_samples=1"],
+            ["data.frontier.rescreen_samples", "greater than or equal to 2"],
+        ),
     ],
 )
 def test_bad_frontier_settings_are_named(overrides, fragments):
@@ -458,3 +466,74 @@ def test_keep_mixed_without_a_mixed_task_or_a_screening_is_refused(tiny_model_di
         Trainer(config)
     with pytest.raises(ConfigError, match=r"data.frontier.seed_from is empty"):
         recipe(tiny_model_dir, tmp_path / "run", *FRONTIER, "data.frontier.keep=mixed")
+
+
+def rescreening_run(model, out: Path, seed_file: Path, *extra: str) -> TrainConfig:
+    """keep=mixed from `seed_file`, re-screening every step with 2 samples a task."""
+    return recipe(
+        model,
+        out,
+        *SCREENED,
+        f"data.frontier.seed_from=[{seed_file}]",
+        "data.frontier.keep=mixed",
+        "data.frontier.rescreen_every=1",
+        "data.frontier.rescreen_samples=2",
+        *extra,
+    )
+
+
+def test_rescreening_plays_the_pool_again_and_draws_its_mixed_tasks(tiny_model_dir, tmp_path):
+    """`data.frontier.rescreen_every`: after step 1 the current policy plays every pool task
+    twice; the tasks it both solved and failed are drawn from step 2 on (the first kept set
+    if none), and a run resumed later draws from the latest re-screening before its
+    checkpoint, not the screening before step 1."""
+    from agenttrain.rl.task_stats import TrainingTasks, mixed_tasks, screened
+    from agenttrain.rollout.trajectory import read_jsonl
+
+    file = screening_eval(tmp_path / "screen", tiny_model_dir, "val")
+    pool = [t["task_id"] for t in map(json.loads, file.read_text().splitlines())][::2]
+    first = set(pool[1:7:2])
+    config = rescreening_run(tiny_model_dir, tmp_path / "run", screening_with_mixed(file, first))
+    rows = train(config)
+    played = config.run.out_dir / "screens" / "step-000001.jsonl"
+    episodes = list(read_jsonl(played))
+    assert Counter(t.task_id for t in episodes) == Counter({task: 2 for task in pool})
+    assert len({t.group_id for t in episodes}) == len(pool)  # one group a task
+    counts = screened([played], {"largest": TrainingTasks(set(pool), set(pool))})[0]
+    now = {task for _, task in mixed_tasks(counts)} or first
+    assert rows[1]["screen/kept_tasks"] == len(now)
+    assert rows[1]["screen/success"] == counts.success_rate()
+    assert "screen/kept_tasks" not in rows[0]  # screened once before step 1, by the file
+    assert {task for _, task in step_tasks(config.run.out_dir, 2)} <= now
+    assert "tasks kept after re-screening" in (config.run.out_dir / "report.md").read_text()
+    later = set(pool[10:16:3])
+    played.write_text(screening_with_mixed(played, later).read_text())
+    resumed = rescreening_run(
+        tiny_model_dir,
+        tmp_path / "run",
+        screening_with_mixed(file, first),
+        "trainer.total_steps=3",
+        "data.frontier.rescreen_every=0",  # step 2's checkpoint: step 1's re-screening holds
+    )
+    restored = Trainer(resumed, allow_config_change=True)
+    assert set(restored.environments["largest"].train_tasks) == later
+
+
+def test_a_run_resumed_at_a_rescreening_reads_its_episodes_rather_than_playing_them(
+    tiny_model_dir, tmp_path
+):
+    """The re-screening after step N comes after N's checkpoint: a run stopped there and
+    resumed reads the written episodes, so it draws what an uninterrupted run would."""
+    file = screening_eval(tmp_path / "screen", tiny_model_dir, "val")
+    pool = [t["task_id"] for t in map(json.loads, file.read_text().splitlines())][::2]
+    seed_file = screening_with_mixed(file, set(pool[1:7:2]))
+    config = rescreening_run(tiny_model_dir, tmp_path / "run", seed_file, "trainer.total_steps=1")
+    train(config)
+    later = set(pool[10:16:3])
+    written = config.run.out_dir / "screens" / "step-000001.jsonl"
+    written.parent.mkdir()
+    written.write_text(screening_with_mixed(file, later).read_text())  # as if played, then stopped
+    rows = train(rescreening_run(tiny_model_dir, tmp_path / "run", seed_file))
+    assert {task for _, task in step_tasks(config.run.out_dir, 2)} <= later
+    assert rows[-1]["screen/kept_tasks"] == len(later)
+    assert "timing_s/screen" not in rows[-1]  # nothing was played again

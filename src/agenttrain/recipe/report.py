@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agenttrain.eval.metrics import Difference
 from agenttrain.eval.report import metrics_table
 from agenttrain.recipe.config import RecipeConfig
 from agenttrain.rl.report import step_table
+
+if TYPE_CHECKING:
+    from agenttrain.rl.config import TrainConfig
 
 
 class RecipeReport:
@@ -20,6 +23,7 @@ class RecipeReport:
     out: Path
     rft_dir: Path
     demos_path: Path
+    grpo_config: TrainConfig
     grpo_group_size: int
     timings: dict[str, float]
     peak_memory_gb: dict[str, float]
@@ -113,9 +117,17 @@ class RecipeReport:
 
         stats = TaskStats()
         stats.record(read_jsonl(episodes))
+        every = self.grpo_config.data.frontier.rescreen_every
+        again = (
+            f" Every {every} steps the policy screened its pool again and drew the tasks it "
+            "then both solved and failed (`data.frontier.rescreen_every`; counts per "
+            "re-screening in grpo/report.md)."
+            if every
+            else ""
+        )
         return (
             f" It drew only the {len(mixed_tasks(stats))} of {len(stats)} tasks screening both "
-            "solved and failed (`screen.keep=mixed`)."
+            "solved and failed (`screen.keep=mixed`)." + again
         )
 
     def _stage_details(self) -> dict[str, str]:

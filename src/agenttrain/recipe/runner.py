@@ -60,6 +60,8 @@ NEW_SFT_SETTINGS = {
 NEW_GRPO_SETTINGS = {
     "data.frontier.replay": 0,
     "data.frontier.keep": "all",
+    "data.frontier.rescreen_every": 0,
+    "data.frontier.rescreen_samples": 4,
     "actor.demo_loss": DemoLossConfig().model_dump(mode="json"),
 }
 """The same for the GRPO stage's config."""

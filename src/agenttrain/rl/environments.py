@@ -99,6 +99,12 @@ class RunEnvironments:
             pattern.append(chosen)
         return pattern
 
+    def narrow(self, name: str, tasks: list[int]) -> None:
+        """Draw only `tasks` of environment `name` from now on (screening's kept set). The
+        stream stays a pure function of the seed, the position and the task list."""
+        self[name].train_tasks = tasks
+        self._orders = {key: order for key, order in self._orders.items() if key[0] != name}
+
     def slot(self, index: int) -> Slot:
         """The task at position `index` of the run's task stream."""
         part, position = self._place(index)

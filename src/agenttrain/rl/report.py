@@ -156,6 +156,8 @@ STEP_COLUMNS = (
     ("episodes trained on", "rollout/trained_episodes", "{:.0f}"),
     ("picks never played before", "sampling/unseen_share", "{:.2f}"),
     ("picks replayed", "sampling/replay_share", "{:.2f}"),
+    ("re-screening success", "screen/success", "{:.2f}"),
+    ("tasks kept after re-screening", "screen/kept_tasks", "{:.0f}"),
     ("shaped: equal and solved", "actor/zero_variance_solved_share", "{:.2f}"),
     ("shaped: equal and failed", "actor/zero_variance_failed_share", "{:.2f}"),
     ("training success", "env/success_rate", "{:.2f}"),

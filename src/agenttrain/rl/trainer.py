@@ -41,6 +41,7 @@ from agenttrain.rl.demo_loss import DemoLoss
 from agenttrain.rl.environments import RunEnvironment, RunEnvironments, Slot
 from agenttrain.rl.kl import KLController
 from agenttrain.rl.report import write_training_report
+from agenttrain.rl.rescreen import is_due, latest_before, screen_path, screen_requests, write_screen
 from agenttrain.rl.run_memory import RunMemory
 from agenttrain.rl.scoring import EpisodeScorer
 from agenttrain.rl.stats import timed
@@ -94,8 +95,11 @@ class Trainer(TrainingRun):
             timeout_s=config.rollout.env_timeout_s,
         )
         """The run's environments (one, or several mixed by weight) and its task stream."""
+        self.screen_pool = {part.name: list(part.train_tasks) for part in self.environments.parts}
+        """Each environment's drawable tasks before screening filters them (what re-screening
+        plays)."""
         if config.data.frontier.keep == "mixed":
-            self._keep_mixed_tasks()
+            self._keep_mixed_tasks(self._pool_counts(config.data.frontier.seed_from))
         specs = [part.spec for part in self.environments.parts]
         self.scorer = EpisodeScorer(config.reward, specs)
         """The step's reward pipeline (progress credit and penalties as `reward.*` asks)."""
@@ -157,8 +161,9 @@ class Trainer(TrainingRun):
             self.loop.run_until_complete(part.source.open([*part.train_tasks, *part.val_tasks]))
         if self.resume_from is not None:
             self._restore(self.resume_from)
+            self._restore_kept_tasks()
         elif config.data.frontier.seed_from:
-            self._screen_tasks()
+            self._screen_tasks(config.data.frontier.seed_from)
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -226,36 +231,89 @@ class Trainer(TrainingRun):
         if self.memory is not None:
             self.memory.drop_after(self.step)
 
-    def _training_tasks(self) -> dict[str, TrainingTasks]:
-        """Each environment's training split and the tasks of it this run draws."""
+    def _training_tasks(self, pool: bool = False) -> dict[str, TrainingTasks]:
+        """Each environment's training split and the tasks of it this run draws (`pool`: or
+        may draw, before screening filters them)."""
         return {
-            part.name: TrainingTasks(set(part.spec.split(part.config.split)), set(part.train_tasks))
+            part.name: TrainingTasks(
+                set(part.spec.split(part.config.split)),
+                set(self.screen_pool[part.name] if pool else part.train_tasks),
+            )
             for part in self.environments.parts
         }
 
-    def _keep_mixed_tasks(self) -> None:
-        """`data.frontier.keep=mixed`: draw only the tasks the screening episodes both solved
-        and failed. Applied again on resume (the same files give the same tasks)."""
-        files = self.config.data.frontier.seed_from
-        keep = mixed_tasks(screened(files, self._training_tasks())[0])
-        for part in self.environments.parts:
-            before = len(part.train_tasks)
-            part.train_tasks = [task for task in part.train_tasks if (part.name, task) in keep]
-            if not part.train_tasks:
-                raise ConfigError(
-                    f"data.frontier.keep=mixed: none of {part.name}'s {before} training tasks "
-                    "was both solved and failed in data.frontier.seed_from's episodes; screen "
-                    "with more samples a task (agenttrain eval -n 4) or set keep=all"
-                )
-            self.console.print(
-                f"frontier sampling: {part.name} keeps {len(part.train_tasks)} of {before} "
-                "training tasks, those its screening episodes both solved and failed"
-            )
+    def _pool_counts(self, files: Sequence[Path]) -> TaskStats:
+        """Screening episodes counted per task over the whole pool."""
+        return screened(files, self._training_tasks(pool=True))[0]
 
-    def _screen_tasks(self) -> None:
+    def _keep_mixed_tasks(self, counts: TaskStats, rescreen: bool = False) -> None:
+        """`data.frontier.keep=mixed`: draw only the pool tasks the screening episodes
+        (`counts`) both solved and failed. Applied again on resume (the same files give the
+        same tasks). An environment with no such task is an error before step 1; at a
+        re-screening it keeps the tasks it had, with a warning (the run goes on)."""
+        keep = mixed_tasks(counts)
+        for part in self.environments.parts:
+            pool = self.screen_pool[part.name]
+            mine = [task for task in pool if (part.name, task) in keep]
+            if mine:
+                self.environments.narrow(part.name, mine)
+                self.console.print(
+                    f"frontier sampling: {part.name} keeps {len(mine)} of {len(pool)} "
+                    "training tasks, those its screening episodes both solved and failed"
+                )
+            elif rescreen:
+                self.console.print(
+                    f"[yellow]re-screening: no {part.name} task was both solved and failed; "
+                    f"keeping the {len(part.train_tasks)} tasks of the last screening[/]"
+                )
+            else:
+                raise ConfigError(
+                    f"data.frontier.keep=mixed: none of {part.name}'s {len(pool)} training "
+                    "tasks was both solved and failed in data.frontier.seed_from's episodes; "
+                    "screen with more samples a task (agenttrain eval -n 4) or set keep=all"
+                )
+
+    def _restore_kept_tasks(self) -> None:
+        """A resumed run draws from the latest re-screening before its checkpoint (statistics
+        come from the checkpoint)."""
+        latest = latest_before(self.run_dir, self.step)
+        if self.config.data.frontier.keep == "mixed" and latest is not None:
+            self._keep_mixed_tasks(self._pool_counts([latest]), rescreen=True)
+
+    def _rescreen(self, progress: Progress, bar: Any) -> dict[str, float]:
+        """`data.frontier.rescreen_every`: the current policy plays every pool task again; the
+        tasks it both solves and fails are drawn from here on, and their counts replace the
+        statistics (older counts describe an older policy). A screening this step already
+        wrote (by a run stopped after it) is read, not played again."""
+        frontier = self.config.data.frontier
+        file = screen_path(self.run_dir, self.step)
+        timing: dict[str, float] = {}
+        if not file.is_file():
+            limits = self._turn_limits(self.step + 1)
+            requests = screen_requests(
+                self.screen_pool, frontier.rescreen_samples, self.step, self.config.run.seed, limits
+            )
+            progress.update(bar, status=f"re-screening: playing {len(requests)} episodes")
+            with timed(timing, "screen"):
+                episodes, _ = self._rollout(requests, self._sampling())
+            write_screen(file, episodes)
+        counts = self._pool_counts([file])
+        self.console.print(
+            f"re-screened after step {self.step}: success {counts.success_rate():.1%} over "
+            f"{sum(r.episodes for r in counts.records.values())} episodes"
+        )
+        self._keep_mixed_tasks(counts, rescreen=True)
+        self.task_stats = screened([file], self._training_tasks())[0]
+        drawn = sum(len(part.train_tasks) for part in self.environments.parts)
+        return {
+            "screen/success": counts.success_rate(),
+            "screen/kept_tasks": drawn,
+            **{f"timing_s/{key}": value for key, value in timing.items()},
+        }
+
+    def _screen_tasks(self, files: Sequence[Path]) -> None:
         """Per-task statistics from `data.frontier.seed_from` before step 1 (a resumed run
         restores them with the rest of its statistics instead)."""
-        files = self.config.data.frontier.seed_from
         self.task_stats, skipped = screened(files, self._training_tasks())
         episodes = sum(record.episodes for record in self.task_stats.records.values())
         left_out = f"; {skipped} episodes of tasks this run never draws left out" if skipped else ""
@@ -282,8 +340,13 @@ class Trainer(TrainingRun):
                     progress.update(bar, status="validating the starting model")
                     tracker.log(self.validate(0), 0)
                 while self.step < config.trainer.total_steps and not self.stop_requested:
+                    screening = {}
+                    if is_due(config.data.frontier, self.step):
+                        screening = self._rescreen(progress, bar)
+                        if self.stop_requested:
+                            break
                     self.step += 1
-                    metrics = self.train_step(self.step, progress, bar)
+                    metrics = self.train_step(self.step, progress, bar) | screening
                     failure = self._env_error_failure(metrics)
                     validate = self.has_validation and self.step % config.trainer.test_freq == 0
                     if validate and failure is None:
@@ -436,6 +499,23 @@ class Trainer(TrainingRun):
                 stats[key] = stats.get(key, 0.0) + value
         return [results[i] for i in range(len(requests))], stats
 
+    def _turn_limits(self, step: int) -> dict[str, int]:
+        """Each environment's turn limit at `step` (a curriculum's, or its own)."""
+        schedule = self.config.algorithm.max_turns_schedule
+        return {
+            part.name: max_turns_at(step, schedule, part.turn_limit)
+            for part in self.environments.parts
+        }
+
+    def _sampling(self) -> SamplingParams:
+        config = self.config
+        return SamplingParams(
+            temperature=config.sampling.temperature,
+            top_p=config.sampling.top_p,
+            top_k=config.sampling.top_k,
+            max_new_tokens=config.rollout.max_new_tokens,
+        )
+
     def train_step(
         self, step: int, progress: Progress | None = None, bar: Any = None
     ) -> dict[str, float]:
@@ -445,16 +525,8 @@ class Trainer(TrainingRun):
             "training/global_step": step,
             "training/epoch": self.environments.epoch(self.tasks_consumed),
         }
-        max_turns = {
-            part.name: max_turns_at(step, config.algorithm.max_turns_schedule, part.turn_limit)
-            for part in self.environments.parts
-        }
-        sampling = SamplingParams(
-            temperature=config.sampling.temperature,
-            top_p=config.sampling.top_p,
-            top_k=config.sampling.top_k,
-            max_new_tokens=config.rollout.max_new_tokens,
-        )
+        max_turns = self._turn_limits(step)
+        sampling = self._sampling()
         picks: list[Pick] = []
         batch = self._collect(step, sampling, max_turns, timing, picks, progress, bar)
         trajectories, scores = batch.trajectories, batch.scores
