@@ -340,7 +340,7 @@ class Trainer(TrainingRun):
                     progress.update(bar, status="validating the starting model")
                     tracker.log(self.validate(0), 0)
                 while self.step < config.trainer.total_steps and not self.stop_requested:
-                    screening = {}
+                    screening: dict[str, float] = {}
                     if is_due(config.data.frontier, self.step):
                         screening = self._rescreen(progress, bar)
                         if self.stop_requested:
