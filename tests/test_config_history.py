@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from agenttrain import config as config_io
@@ -54,6 +55,20 @@ def test_harmless_changes_pass_and_others_are_refused_with_their_values(tmp_path
     with pytest.raises(ConfigChanged, match=r"data\.group_size: \d+ -> 16.*--allow-config-change"):
         check_resume_config(tmp_path, bigger.model_dump(mode="json"), False)
     assert "data.group_size" in check_resume_config(tmp_path, bigger.model_dump(mode="json"), True)
+
+
+def test_a_key_an_older_version_did_not_write_counts_as_its_default(tmp_path):
+    """A run folder from before a setting existed ran at its default: turning the setting on
+    when resuming is a change (refused without --allow-config-change), leaving it is not."""
+    stored_run(tmp_path, TrainConfig, "largest_grpo.yaml", "data.task_sampling=frontier")
+    stored = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    del stored["data"]["frontier"]["replay"]  # as an older version wrote it
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(stored))
+    same = config_io.load(TrainConfig, tmp_path / "config.yaml", [])
+    assert check_resume_config(tmp_path, same.model_dump(mode="json"), False, TrainConfig) == {}
+    replaying = config_io.load(TrainConfig, tmp_path / "config.yaml", ["data.frontier.replay=2"])
+    with pytest.raises(ConfigChanged, match=r"data\.frontier\.replay: 0 -> 2"):
+        check_resume_config(tmp_path, replaying.model_dump(mode="json"), False, TrainConfig)
 
 
 def test_a_copied_run_folder_resumes_where_it_now_is(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from agenttrain.run.checkpoint import CheckpointError, checkpoints_dir
 
@@ -63,19 +64,35 @@ def config_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, 
     }
 
 
+def with_defaults(stored: dict[str, Any], schema: type[BaseModel]) -> dict[str, Any]:
+    """`stored` with this version's defaults for the keys it lacks; as it is when this version
+    cannot read it (a key since removed): its keys are still compared one by one."""
+    try:
+        return schema.model_validate(stored).model_dump(mode="json")
+    except ValidationError:
+        return stored
+
+
 def stored_config(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / CONFIG_FILE
     return yaml.safe_load(path.read_text()) if path.exists() else None
 
 
 def check_resume_config(
-    run_dir: Path, config: Mapping[str, Any], allow_change: bool
+    run_dir: Path,
+    config: Mapping[str, Any],
+    allow_change: bool,
+    schema: type[BaseModel] | None = None,
 ) -> dict[str, tuple[Any, Any]]:
     """The changes from the run folder's stored config; raises ConfigChanged when a key outside
-    `MAY_CHANGE_ON_RESUME` changed and `allow_change` is off."""
+    `MAY_CHANGE_ON_RESUME` changed and `allow_change` is off. With the config's `schema` the
+    stored config is read through it: a key an older version did not write ran at what is now
+    its default, so setting it to anything else on resume is a change too."""
     stored = stored_config(run_dir)
     if stored is None:
         return {}
+    if schema is not None:
+        stored = with_defaults(stored, schema)
     changes = config_changes(stored, config)
     refused = sorted(key for key in changes if key not in MAY_CHANGE_ON_RESUME)
     if refused and not allow_change:

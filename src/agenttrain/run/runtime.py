@@ -295,7 +295,7 @@ class TrainingRun:
         if self.resume_from is None:
             return {}
         return history.check_resume_config(
-            self.run_dir, self.config.model_dump(mode="json"), allow_change
+            self.run_dir, self.config.model_dump(mode="json"), allow_change, type(self.config)
         )
 
     def record_config(self, text: str) -> None:
