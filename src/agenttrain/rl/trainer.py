@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -293,9 +293,19 @@ class Trainer(TrainingRun):
             requests = screen_requests(
                 self.screen_pool, frontier.rescreen_samples, self.step, self.config.run.seed, limits
             )
-            progress.update(bar, status=f"re-screening: playing {len(requests)} episodes")
+            tally = {"played": 0, "solved": 0}
+
+            def show(episode: Trajectory) -> None:
+                tally["played"] += 1
+                tally["solved"] += int(episode.success)
+                progress.update(
+                    bar,
+                    status=f"re-screening: {tally['played']}/{len(requests)} episodes · "
+                    f"solved {tally['solved']}",
+                )
+
             with timed(timing, "screen"):
-                episodes, _ = self._rollout(requests, self._sampling())
+                episodes, _ = self._rollout(requests, self._sampling(), show)
             write_screen(file, episodes)
         counts = self._pool_counts([file])
         self.console.print(
@@ -470,10 +480,14 @@ class Trainer(TrainingRun):
         return None if classify is None else classify(task)
 
     def _rollout(
-        self, requests: list[tuple[str, EpisodeRequest]], sampling: SamplingParams
+        self,
+        requests: list[tuple[str, EpisodeRequest]],
+        sampling: SamplingParams,
+        on_episode: Callable[[Trajectory], None] | None = None,
     ) -> tuple[list[Trajectory], dict[str, float]]:
         """Play (environment, request) pairs; each environment with its own engine (its spec,
-        prompts, action format and turn limit), results in request order."""
+        prompts, action format and turn limit), results in request order; `on_episode` sees
+        each episode as it ends."""
         results: dict[int, Trajectory] = {}
         stats: dict[str, float] = {}
         for part in self.environments.parts:
@@ -492,6 +506,7 @@ class Trainer(TrainingRun):
                 rollout,
                 sampling,
                 experience=self.memory.retrieve if self.memory is not None else None,
+                on_episode=on_episode,
             )
             played = self.loop.run_until_complete(engine.run([r for _, r in mine]))
             results.update({i: t for (i, _), t in zip(mine, played, strict=True)})
