@@ -503,6 +503,7 @@ def test_rescreening_plays_the_pool_again_and_draws_its_mixed_tasks(tiny_model_d
     now = {task for _, task in mixed_tasks(counts)} or first
     assert rows[1]["screen/kept_tasks"] == len(now)
     assert rows[1]["screen/success"] == counts.success_rate()
+    assert rows[1]["timing_s/screen"] > 0
     assert "screen/kept_tasks" not in rows[0]  # screened once before step 1, by the file
     assert {task for _, task in step_tasks(config.run.out_dir, 2)} <= now
     assert "tasks kept after re-screening" in (config.run.out_dir / "report.md").read_text()

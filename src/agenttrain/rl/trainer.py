@@ -318,7 +318,7 @@ class Trainer(TrainingRun):
         return {
             "screen/success": counts.success_rate(),
             "screen/kept_tasks": drawn,
-            **{f"timing_s/{key}": value for key, value in timing.items()},
+            **timing,
         }
 
     def _screen_tasks(self, files: Sequence[Path]) -> None:
