@@ -313,8 +313,11 @@ class Trainer(TrainingRun):
             f"{sum(r.episodes for r in counts.records.values())} episodes"
         )
         self._keep_mixed_tasks(counts, rescreen=True)
-        self.task_stats = screened([file], self._training_tasks())[0]
-        drawn = sum(len(part.train_tasks) for part in self.environments.parts)
+        drawn_keys = {
+            (part.name, task) for part in self.environments.parts for task in part.train_tasks
+        }
+        self.task_stats = TaskStats({k: r for k, r in counts.records.items() if k in drawn_keys})
+        drawn = len(drawn_keys)
         return {
             "screen/success": counts.success_rate(),
             "screen/kept_tasks": drawn,
