@@ -84,8 +84,14 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     assert torch.allclose(model(ids).logits, by_hand(ids).logits, atol=1e-5)
 
+    first_times = results["timings_all_runs_s"]
+    assert list(first_times) == ["demos", "SFT", "GRPO", "eval"]
     again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert again.exit_code == 0, again.output
+    # the rerun reuses every stage, and its report still says what the stages cost
+    times = json.loads((out / "results.json").read_text())["timings_all_runs_s"]
+    assert all(times[stage] >= first_times[stage] > 0 for stage in first_times)
+    assert "| wall time, all runs (min) | this run (min) |" in (out / "report.md").read_text()
     assert "SFT already finished" in again.output and "GRPO already finished" in again.output
     assert "already evaluated" in again.output
     recorded = (out / "results.json").read_text()
@@ -230,8 +236,14 @@ def test_the_rft_baseline_trains_on_own_successes_and_grpo_is_compared_to_it(
     assert "## RFT baseline" in report and f"solved {counts['kept']};" in report
     assert "| RFT |" in report
 
+    first_times = results["timings_all_runs_s"]
+    assert list(first_times) == ["demos", "SFT", "GRPO", "eval"]
     again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert again.exit_code == 0, again.output
+    # the rerun reuses every stage, and its report still says what the stages cost
+    times = json.loads((out / "results.json").read_text())["timings_all_runs_s"]
+    assert all(times[stage] >= first_times[stage] > 0 for stage in first_times)
+    assert "| wall time, all runs (min) | this run (min) |" in (out / "report.md").read_text()
     assert "using the RFT samples" in again.output and "RFT already finished" in again.output
     assert len(sampled) == 1
     refused = runner.invoke(app, [*arguments, "rft.n=3"], env={"COLUMNS": "400"})
@@ -396,8 +408,14 @@ def test_screening_feeds_grpos_frontier_sampling_and_is_reused_only_unchanged(
     assert "## Screening" in report and "played 3 episodes of 3 train tasks" in report
     assert "| screening |" in report
 
+    first_times = results["timings_all_runs_s"]
+    assert list(first_times) == ["demos", "SFT", "GRPO", "eval"]
     again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert again.exit_code == 0, again.output
+    # the rerun reuses every stage, and its report still says what the stages cost
+    times = json.loads((out / "results.json").read_text())["timings_all_runs_s"]
+    assert all(times[stage] >= first_times[stage] > 0 for stage in first_times)
+    assert "| wall time, all runs (min) | this run (min) |" in (out / "report.md").read_text()
     assert "using the screening episodes" in again.output
     refused = runner.invoke(app, [*arguments, "screen.n=2"], env={"COLUMNS": "400"})
     assert refused.exit_code == 2

@@ -14,6 +14,7 @@ from agenttrain.rl.report import step_table
 
 if TYPE_CHECKING:
     from agenttrain.rl.config import TrainConfig
+    from agenttrain.run.stages import StageTimes
 
 
 class RecipeReport:
@@ -26,6 +27,7 @@ class RecipeReport:
     grpo_config: TrainConfig
     grpo_group_size: int
     timings: dict[str, float]
+    stage_times: StageTimes
     peak_memory_gb: dict[str, float]
 
     def _grpo_rows(self) -> list[dict[str, float]]:
@@ -195,16 +197,20 @@ class RecipeReport:
             "",
             "## Stages",
             "",
-            "| stage | wall time (min) | peak memory so far (GB) | details |",
-            "|---|---|---|---|",
+            "| stage | wall time, all runs (min) | this run (min) | peak memory so far (GB) "
+            "| details |",
+            "|---|---|---|---|---|",
             *(
-                f"| {stage} | {self.timings.get(stage, 0) / 60:.1f} "
+                f"| {stage} | {self.stage_times.seconds.get(stage, 0) / 60:.1f} "
+                f"| {self.timings.get(stage, 0) / 60:.1f} "
                 f"| {self.peak_memory_gb.get(stage, 0):.1f} | {details} |"
                 for stage, details in self._stage_details().items()
             ),
             "",
-            "Stages that had already finished are reused (wall time ~0). Peak memory is the "
-            "recipe process's largest resident set up to the end of the stage.",
+            f"In all {sum(self.stage_times.seconds.values()) / 60:.1f} min of stage wall time. "
+            '"All runs" sums every run of the recipe in this folder (an interrupted or '
+            "continued stage adds up); this run reuses finished stages (~0). Peak memory is "
+            "the recipe process's largest resident set up to the end of the stage.",
         ]
         path = self.out / "report.md"
         path.write_text("\n".join(lines) + "\n")
@@ -215,6 +221,7 @@ class RecipeReport:
                     "summaries": summaries,
                     "paired_gains": {k: g and g.to_dict() for k, g in gains.items()},
                     "timings_s": self.timings,
+                    "timings_all_runs_s": self.stage_times.seconds,
                     "peak_memory_gb": self.peak_memory_gb,
                 },
                 indent=2,

@@ -34,7 +34,12 @@ from agenttrain.rl.config import DemoLossConfig
 from agenttrain.rollout.engine import RolloutConfig
 from agenttrain.run import checkpoint
 from agenttrain.run.runtime import release_freed_memory
-from agenttrain.run.stages import StageChanged, StageRecords, without_unrecorded_defaults
+from agenttrain.run.stages import (
+    StageChanged,
+    StageRecords,
+    StageTimes,
+    without_unrecorded_defaults,
+)
 
 if TYPE_CHECKING:
     from agenttrain.rl.config import TrainConfig
@@ -100,6 +105,9 @@ class Recipe(RecipeReport):
             self.rft_dir / "sft", self.rft_dir / "own.jsonl", config.rft.overrides
         )
         self.timings: dict[str, float] = {}
+        """Wall seconds of each stage in this invocation (a reused stage: about 0)."""
+        self.stage_times = StageTimes(self.out)
+        """Wall seconds of each stage summed over every invocation in this folder."""
         self.peak_memory_gb: dict[str, float] = {}
         """The process's peak resident memory when each stage ended (a stage that raised the
         peak shows it; the recipe runs every stage in one process)."""
@@ -175,8 +183,11 @@ class Recipe(RecipeReport):
     def _stage(self, name: str, work: Any) -> Any:
         self.console.rule(f"[bold]{name}")
         started = time.perf_counter()
-        result = work()
-        self.timings[name] = time.perf_counter() - started
+        try:
+            result = work()
+        finally:
+            self.timings[name] = time.perf_counter() - started
+            self.stage_times.add(name, self.timings[name])
         self.peak_memory_gb[name] = peak_memory_gb()
         release_freed_memory()
         return result

@@ -16,6 +16,7 @@ from typing import Any
 from agenttrain.run.history import config_changes, describe_changes
 
 RECORD_FILE = "stages.json"
+TIMES_FILE = "stage_times.json"
 
 
 class StageChanged(ValueError):
@@ -71,6 +72,26 @@ class StageRecords:
         staging = self.path.with_suffix(".partial")
         staging.write_text(json.dumps(self.records, indent=2) + "\n")
         staging.replace(self.path)
+
+
+class StageTimes:
+    """`<run>/stage_times.json`: stage name -> wall seconds spent on it, summed over every
+    invocation that worked on it. A continued or rerun recipe then reports what its stages
+    cost, not the ~0 s of reusing them; an interrupted stage's time counts too."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / TIMES_FILE
+        self.seconds: dict[str, float] = (
+            json.loads(self.path.read_text()) if self.path.exists() else {}
+        )
+
+    def add(self, stage: str, seconds: float) -> float:
+        """Count `seconds` more for `stage` (written at once, atomically); its new total."""
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
+        staging = self.path.with_suffix(".partial")
+        staging.write_text(json.dumps(self.seconds, indent=2) + "\n")
+        staging.replace(self.path)
+        return self.seconds[stage]
 
 
 def without_unrecorded_defaults(
