@@ -237,7 +237,7 @@ def test_the_rft_baseline_trains_on_own_successes_and_grpo_is_compared_to_it(
     assert "| RFT |" in report
 
     first_times = results["timings_all_runs_s"]
-    assert list(first_times) == ["demos", "SFT", "GRPO", "eval"]
+    assert list(first_times) == ["demos", "SFT", "GRPO", "RFT", "eval"]
     again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert again.exit_code == 0, again.output
     # the rerun reuses every stage, and its report still says what the stages cost
@@ -409,7 +409,7 @@ def test_screening_feeds_grpos_frontier_sampling_and_is_reused_only_unchanged(
     assert "| screening |" in report
 
     first_times = results["timings_all_runs_s"]
-    assert list(first_times) == ["demos", "SFT", "GRPO", "eval"]
+    assert list(first_times) == ["demos", "SFT", "screening", "GRPO", "eval"]
     again = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert again.exit_code == 0, again.output
     # the rerun reuses every stage, and its report still says what the stages cost
