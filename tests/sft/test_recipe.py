@@ -599,3 +599,64 @@ def test_a_demo_loss_in_the_grpo_overrides_trains_on_the_recipes_own_sft_sample(
         'grpo.overrides=[actor.demo_loss.coef=0.5,"actor.demo_loss.data=[mine.jsonl]"]'
     ).actor.demo_loss
     assert named.data == [Path("mine.jsonl")]
+
+
+@pytest.mark.slow  # a recipe without SFT on the tiny model: about 20 s on 2 cores
+def test_a_recipe_branches_from_a_given_sft_checkpoint_without_training_one(
+    tiny_model_dir, tmp_path
+):
+    """`sft.checkpoint`: GRPO arms start from one SFT in folders of their own; the checkpoint
+    is the SFT stage's record, so a rerun from another one reuses nothing."""
+    import shutil
+
+    out = tmp_path / "branch"
+    arguments = [
+        "recipe",
+        "configs/textcraft_recipe.yaml",
+        f"run.out_dir={out}",
+        f"sft.checkpoint={tiny_model_dir}",
+        "demos.tasks=[0,1,2]",
+        "eval.tasks=0-1",
+        "eval.n=1",
+        "eval.max_turns=2",
+        "eval.max_new_tokens=8",
+        f"sft.overrides=[model.path={tiny_model_dir}]",
+        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
+        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
+        "'trainer.loggers=[jsonl]']",
+    ]
+    result = runner.invoke(app, arguments, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "no SFT trained here" in result.output and not (out / "sft").exists()
+    results = json.loads((out / "results.json").read_text())
+    assert results["models"]["SFT"] == str(tiny_model_dir)
+    assert f"path: {tiny_model_dir}" in (out / "grpo" / "config.yaml").read_text()
+    assert f"from `{tiny_model_dir}` (sft.checkpoint)" in (out / "report.md").read_text()
+
+    other = tmp_path / "other-sft"
+    shutil.copytree(tiny_model_dir, other)
+    moved = [
+        a.replace(f"sft.checkpoint={tiny_model_dir}", f"sft.checkpoint={other}") for a in arguments
+    ]
+    refused = runner.invoke(app, moved, env={"COLUMNS": "400"})
+    output = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and "ran with other settings" in output, refused.output
+    assert "checkpoint" in output and f"Remove {out}/grpo and {out}/eval to run" in output
+    shutil.rmtree(out / "grpo")
+    shutil.rmtree(out / "eval")
+    again = runner.invoke(app, moved, env={"COLUMNS": "200"})
+    assert again.exit_code == 0, again.output
+    assert json.loads((out / "results.json").read_text())["models"]["SFT"] == str(other)
+
+    missing = runner.invoke(
+        app,
+        [
+            "recipe",
+            "configs/textcraft_recipe.yaml",
+            f"run.out_dir={tmp_path / 'new'}",
+            f"sft.checkpoint={tmp_path / 'nowhere'}",
+        ],
+        env={"COLUMNS": "200"},
+    )
+    assert missing.exit_code == 2 and "nowhere" in missing.output, missing.output
+    assert not (tmp_path / "new").exists()  # refused before anything was written

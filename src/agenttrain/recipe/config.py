@@ -86,6 +86,14 @@ class TrainingStage(Section):
     overrides: list[str] = Field(default_factory=list)
 
 
+class SFTStage(TrainingStage):
+    checkpoint: str | None = None
+    """Start from this model instead of training one: a checkpoint or run folder, e.g.
+    another recipe's `runs/<name>/sft` (its newest checkpoint). Branches GRPO arms from one
+    SFT into folders of their own. The SFT config still gives the base model, the device and
+    the demonstration loss's sample; the demonstrations are this recipe's own."""
+
+
 class RecipeEval(Section):
     split: str = "test"
     tasks: Positions = None
@@ -168,8 +176,8 @@ class RecipeConfig(Section):
         )
     )
     demos: DemosStage = Field(default_factory=DemosStage)
-    sft: TrainingStage = Field(
-        default_factory=lambda: TrainingStage(config=Path("configs/textcraft_sft.yaml"))
+    sft: SFTStage = Field(
+        default_factory=lambda: SFTStage(config=Path("configs/textcraft_sft.yaml"))
     )
     grpo: TrainingStage = Field(
         default_factory=lambda: TrainingStage(config=Path("configs/textcraft_grpo.yaml"))

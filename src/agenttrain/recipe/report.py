@@ -141,6 +141,8 @@ class RecipeReport:
             "RFT": "[rft/sft/report.md](rft/sft/report.md)",
             "eval": "[eval/report.md](eval/report.md)",
         }
+        if self.config.sft.checkpoint is not None:
+            details["SFT"] = f"from `{self.config.sft.checkpoint}` (sft.checkpoint)"
         if not self.config.screen.enabled:
             del details["screening"]
         if not self.config.rft.enabled:

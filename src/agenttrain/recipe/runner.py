@@ -90,6 +90,7 @@ class Recipe(RecipeReport):
         self.demos_path = self.out / "demos.jsonl"
         # both configs are read (and checked) before anything runs
         self.sft_config = self._sft_stage_config(self.out / "sft", self.demos_path)
+        self.sft_start = self._given_sft(config.sft.checkpoint)
         self.grpo_overrides = [
             *self._demo_loss_data(),
             *config.grpo.overrides,
@@ -112,6 +113,19 @@ class Recipe(RecipeReport):
         """The process's peak resident memory when each stage ended (a stage that raised the
         peak shows it; the recipe runs every stage in one process)."""
         self.records = StageRecords(self.out)
+
+    @staticmethod
+    def _given_sft(spec: str | None) -> str | None:
+        """`sft.checkpoint` as the checkpoint folder it names (a run folder's newest), checked
+        before anything runs; None when the recipe trains its own SFT."""
+        from agenttrain.policy.models import resolve
+
+        if spec is None:
+            return None
+        found = resolve(spec)
+        if found.path is None:
+            raise ValueError(f"sft.checkpoint={spec!r} is not a checkpoint or run folder")
+        return str(found.path)
 
     def _demo_loss_data(self) -> list[str]:
         """A demonstration loss in the GRPO overrides (`actor.demo_loss.*`) trains on the
@@ -245,6 +259,8 @@ class Recipe(RecipeReport):
         from agenttrain.sft.trainer import SFTTrainer
 
         settings = self.stage_settings("SFT")
+        if self.sft_start is not None:
+            return self._use_given_sft(settings, self.sft_start)
         done = checkpoint.finished(self.sft_config.run.out_dir)
         if done is None:
             limit = min(self.config.eval.max_new_tokens, self.grpo_config.rollout.max_new_tokens)
@@ -257,6 +273,17 @@ class Recipe(RecipeReport):
             self._reuse("SFT", settings, self.out / "sft", "screen", "grpo", "rft", "eval")
             self.console.print(f"SFT already finished: {done['checkpoint']}")
         return str(done["checkpoint"])
+
+    def _use_given_sft(self, settings: dict[str, Any], start: str) -> str:
+        """`sft.checkpoint`: record it as the SFT stage, so that the later stages' records
+        name it and a rerun from another checkpoint reuses nothing it does not match."""
+        later = [self.out / name for name in ("sft", "screen", "grpo", "rft", "eval")]
+        made = [folder for folder in later if folder.exists()]
+        if made:  # what they hold started from the recorded SFT
+            self.records.check("SFT", settings, made[0], made[1:])
+        self.records.record("SFT", settings)
+        self.console.print(f"SFT: starting from {start} (sft.checkpoint; no SFT trained here)")
+        return start
 
     def grpo_stage_config(self, start: str, screened: Path | None = None) -> TrainConfig:
         """The GRPO stage's config from `start`; with `screened` episodes, tasks are sampled
@@ -479,6 +506,8 @@ class Recipe(RecipeReport):
             recorded = (self.records.get("demos") or {}).get("demos")
             without_unrecorded_defaults(demos, recorded, NEW_DEMOS_SETTINGS)
             return {"demos": demos, "seed": self.config.run.seed}
+        if stage == "SFT" and self.sft_start is not None:
+            return {"checkpoint": self.sft_start}
         if stage == "SFT":
             own = self.sft_config.model_dump(mode="json")
             recorded = (self.records.get("SFT") or {}).get("sft")
