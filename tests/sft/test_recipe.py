@@ -110,6 +110,7 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
         assert changed in output and "ran with other settings" in output, output
         assert f"Remove {out}/{folders}" in output
     assert (out / "results.json").read_text() == recorded  # nothing was touched
+    assert json.loads((out / "stage_times.json").read_text()) == times
     assert (out / "recipe.yaml").read_text() == resolved  # it said the refused settings ran
 
 

@@ -109,6 +109,8 @@ class Recipe(RecipeReport):
         """Wall seconds of each stage in this invocation (a reused stage: about 0)."""
         self.stage_times = StageTimes(self.out)
         """Wall seconds of each stage summed over every invocation in this folder."""
+        self.reused: set[str] = set()
+        """Stages this run found finished and reused."""
         self.peak_memory_gb: dict[str, float] = {}
         """The process's peak resident memory when each stage ended (a stage that raised the
         peak shows it; the recipe runs every stage in one process)."""
@@ -199,12 +201,22 @@ class Recipe(RecipeReport):
         started = time.perf_counter()
         try:
             result = work()
-        finally:
-            self.timings[name] = time.perf_counter() - started
-            self.stage_times.add(name, self.timings[name])
+        except StageChanged:
+            raise  # refused before any work: the folder stays as it was
+        except BaseException:
+            self._count_time(name, started)  # stopped or failed: the time was spent all the same
+            raise
+        self._count_time(name, started)
         self.peak_memory_gb[name] = peak_memory_gb()
         release_freed_memory()
         return result
+
+    def _count_time(self, name: str, started: float) -> None:
+        """This run's time for the stage; added to the folder's total unless the stage was
+        only reused (its work was counted when it ran, and a refused rerun changes nothing)."""
+        self.timings[name] = time.perf_counter() - started
+        if name not in self.reused:
+            self.stage_times.add(name, self.timings[name])
 
     def make_demos(self) -> Path:
         from agenttrain.sft.demos import (
@@ -281,6 +293,7 @@ class Recipe(RecipeReport):
         made = [folder for folder in later if folder.exists()]
         if made:  # what they hold started from the recorded SFT
             self.records.check("SFT", settings, made[0], made[1:])
+            self.reused.add("SFT")
         self.records.record("SFT", settings)
         self.console.print(f"SFT: starting from {start} (sft.checkpoint; no SFT trained here)")
         return start
@@ -531,6 +544,7 @@ class Recipe(RecipeReport):
 
     def _reuse(self, stage: str, settings: dict[str, Any], folder: Path, *later: str) -> None:
         """Refuse to reuse a finished stage that ran with other settings."""
+        self.reused.add(stage)
         if not self.records.check(stage, settings, folder, [self.out / name for name in later]):
             self.console.print(
                 f"[yellow]{folder} has no record of its settings (made before they were "
