@@ -18,6 +18,12 @@ from agenttrain.policy.models import load_hf, resolve
 from agenttrain.run.stages import StageChanged
 
 runner = CliRunner()
+TINY_GRPO = (
+    "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
+    "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
+    "'trainer.loggers=[jsonl]']"
+)
+"""One GRPO step of groups of 2, two turns of 8 tokens: a recipe's GRPO stage in seconds."""
 
 
 @pytest.mark.slow  # over 9 s on 2 cores: the full suite only
@@ -35,9 +41,7 @@ def test_the_recipe_runs_every_stage_and_compares_them(tiny_model_dir, tmp_path)
         "eval.max_new_tokens=8",
         "sft.overrides=[eval.after_training=false,"
         f"model.path={tiny_model_dir},optim.batch_tokens=2048,'trainer.loggers=[jsonl]']",
-        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
-        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
-        "'trainer.loggers=[jsonl]']",
+        TINY_GRPO,
     ]
     result = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
@@ -475,9 +479,7 @@ def test_ctrl_c_in_the_recipes_evaluation_keeps_its_episodes_without_a_traceback
         "eval.max_turns=4", "eval.max_new_tokens=16",
         "sft.overrides=[eval.after_training=false,"
         f"model.path={tiny_model_dir},optim.batch_tokens=2048,'trainer.loggers=[jsonl]']",
-        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
-        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
-        "'trainer.loggers=[jsonl]']",
+        TINY_GRPO,
     ]  # fmt: skip
     environment = {**os.environ, "COLUMNS": "300"}
     process = subprocess.Popen(
@@ -622,9 +624,7 @@ def test_a_recipe_branches_from_a_given_sft_checkpoint_without_training_one(
         "eval.max_turns=2",
         "eval.max_new_tokens=8",
         f"sft.overrides=[model.path={tiny_model_dir}]",
-        "grpo.overrides=[trainer.total_steps=1,data.batch_tasks=1,data.group_size=2,"
-        "rollout.max_turns=2,rollout.max_new_tokens=8,trainer.test_freq=0,"
-        "'trainer.loggers=[jsonl]']",
+        TINY_GRPO,
     ]
     result = runner.invoke(app, arguments, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
