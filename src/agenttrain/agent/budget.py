@@ -30,6 +30,13 @@ class BudgetExceeded(Exception):
     """A solver ran past its time budget."""
 
 
+class _Expired(BaseException):
+    """What the watchdog raises inside the solver's thread. Not an `Exception`: a solver's
+    own `except Exception` (the BabyAI oracle keeps what its bot planned when the bot gives
+    up) must not swallow it, or the loop it interrupts goes on with no budget left to stop
+    it. `time_budget` turns it into `BudgetExceeded` at the block's edge."""
+
+
 @contextmanager
 def time_budget(limit_s: float, what: str) -> Iterator[None]:
     """Run the block in this thread for at most `limit_s` seconds of its CPU time; past it,
@@ -49,14 +56,14 @@ def time_budget(limit_s: float, what: str) -> Iterator[None]:
                 with lock:
                     if state["running"]:
                         state["fired"] = True
-                        _raise_in(thread_id, BudgetExceeded)
+                        _raise_in(thread_id, _Expired)
                 return
 
     watchdog = threading.Thread(target=watch, daemon=True)
     watchdog.start()
     try:
         yield
-    except BudgetExceeded:
+    except _Expired:
         raise BudgetExceeded(f"{what} ran past its {limit_s:g} s budget") from None
     finally:
         done.set()
