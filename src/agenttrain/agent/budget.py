@@ -32,9 +32,9 @@ class BudgetExceeded(Exception):
 
 class _Expired(BaseException):
     """What the watchdog raises inside the solver's thread. Not an `Exception`: a solver's
-    own `except Exception` (the BabyAI oracle keeps what its bot planned when the bot gives
-    up) must not swallow it, or the loop it interrupts goes on with no budget left to stop
-    it. `time_budget` turns it into `BudgetExceeded` at the block's edge."""
+    own `except Exception` (a grid-world oracle keeps what its third-party bot planned when
+    the bot gives up) must not swallow it, or the loop it interrupts goes on with no budget
+    left to stop it. `time_budget` turns it into `BudgetExceeded` at the block's edge."""
 
 
 @contextmanager
