@@ -1,4 +1,5 @@
-"""Folders that appear whole or not at all (checkpoints, converted models)."""
+"""Files and folders that appear whole or not at all (checkpoints, converted models, run
+records)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write `text` to a staging file beside `path` and rename it over `path`: a run stopped
+    mid-write leaves the old file, never half of the new one."""
+    staging = path.with_suffix(".partial")
+    staging.write_text(text)
+    staging.replace(path)
 
 
 @contextmanager

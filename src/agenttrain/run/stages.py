@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agenttrain.atomic import write_text_atomically
 from agenttrain.run.history import config_changes, describe_changes
 
 RECORD_FILE = "stages.json"
@@ -69,9 +70,7 @@ class StageRecords:
     def record(self, stage: str, settings: Mapping[str, Any]) -> None:
         """Record a stage that just finished (written at once, atomically)."""
         self.records[stage] = json.loads(json.dumps(dict(settings), default=str))
-        staging = self.path.with_suffix(".partial")
-        staging.write_text(json.dumps(self.records, indent=2) + "\n")
-        staging.replace(self.path)
+        write_text_atomically(self.path, json.dumps(self.records, indent=2) + "\n")
 
 
 class StageTimes:
@@ -88,9 +87,7 @@ class StageTimes:
     def add(self, stage: str, seconds: float) -> float:
         """Count `seconds` more for `stage` (written at once, atomically); its new total."""
         self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
-        staging = self.path.with_suffix(".partial")
-        staging.write_text(json.dumps(self.seconds, indent=2) + "\n")
-        staging.replace(self.path)
+        write_text_atomically(self.path, json.dumps(self.seconds, indent=2) + "\n")
         return self.seconds[stage]
 
 
